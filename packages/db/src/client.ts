@@ -1,0 +1,53 @@
+import { PrismaPg } from "@prisma/adapter-pg";
+import pg from "pg";
+import { PrismaClient } from "./generated/prisma/client.js";
+
+export interface DbOptions {
+  /** postgresql:// URL */
+  url: string;
+  /** Pool size; shared by Prisma and the raw hot-path queries. */
+  poolMax?: number;
+  /** How long a request waits for a connection before failing (ms). Keeps outages from hanging. */
+  connectionTimeoutMs?: number;
+  /** Server-side statement timeout (ms). */
+  statementTimeoutMs?: number;
+}
+
+export interface Db {
+  prisma: PrismaClient;
+  /** The same pool Prisma uses, for the few hot-path queries written in SQL. */
+  pool: pg.Pool;
+  close(): Promise<void>;
+}
+
+// BIGINT comes back as a string by default; server counts and ids fit in a JS safe integer
+// (the API refuses unsafe integers), so parse them to numbers for the raw-SQL paths.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value));
+
+/** The one place a PrismaClient is constructed. */
+export function createDb(options: DbOptions): Db {
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.poolMax ?? 10,
+    connectionTimeoutMillis: options.connectionTimeoutMs ?? 2_000,
+    statement_timeout: options.statementTimeoutMs ?? 5_000,
+    query_timeout: (options.statementTimeoutMs ?? 5_000) + 1_000,
+    idleTimeoutMillis: 30_000,
+    application_name: "botdir",
+  });
+  // An idle client that loses its connection (PostgreSQL restarted) must not crash the process;
+  // the pool discards it and the next query opens a new one.
+  pool.on("error", () => {});
+  const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+  let closed = false;
+  return {
+    prisma,
+    pool,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await prisma.$disconnect().catch(() => {});
+      await pool.end().catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,12 @@
+export { createDb } from "./client.js";
+export type { Db, DbOptions } from "./client.js";
+export { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL } from "./defaults.js";
+export { ensureDatabase, listMigrations, migrate, MIGRATIONS_DIR } from "./migrate.js";
+export type { MigrationResult } from "./migrate.js";
+export { createSecretBox, parseEncryptionKey } from "./secrets.js";
+export type { SecretBox } from "./secrets.js";
+export { generateToken, generateWebhookSecret, hashToken } from "./tokens.js";
+export { toIso, toIsoOrNull } from "./time.js";
+export { BotStatus, DeliveryState, Prisma } from "./generated/prisma/client.js";
+export type { PrismaClient } from "./generated/prisma/client.js";
+export type { Attempt, Bot, Delivery, Vote, VoteWindow } from "./generated/prisma/client.js";

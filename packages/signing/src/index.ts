@@ -1,0 +1,46 @@
+/**
+ * HMAC-SHA256 signing of webhook bodies, and constant-time verification for receivers.
+ *
+ * The signature header is `X-Webhook-Signature-256: sha256=<hex>`, the hex HMAC-SHA256 of the
+ * exact bytes of the request body, keyed with the webhook secret (the GitHub-style scheme).
+ */
+import { createHmac, timingSafeEqual } from "node:crypto";
+
+export const SIGNATURE_HEADER = "x-webhook-signature-256";
+export const SIGNATURE_PREFIX = "sha256=";
+
+type Bytes = string | Uint8Array;
+
+function toBuffer(value: Bytes): Buffer {
+  return typeof value === "string" ? Buffer.from(value, "utf8") : Buffer.from(value);
+}
+
+/** `sha256=` followed by the lowercase hex HMAC-SHA256 of `rawBody` keyed with `secret`. */
+export function sign(secret: Bytes, rawBody: Bytes): string {
+  const mac = createHmac("sha256", toBuffer(secret)).update(toBuffer(rawBody)).digest("hex");
+  return `${SIGNATURE_PREFIX}${mac}`;
+}
+
+/**
+ * True when `header` is a valid signature of `rawBody`. Pass the raw bytes received, never
+ * re-serialised JSON. The comparison runs in constant time; a missing or malformed header is false.
+ */
+export function verify(secret: Bytes, rawBody: Bytes, header: string | null | undefined): boolean {
+  if (typeof header !== "string") return false;
+  const trimmed = header.trim();
+  if (trimmed.slice(0, SIGNATURE_PREFIX.length).toLowerCase() !== SIGNATURE_PREFIX) return false;
+  const hex = trimmed.slice(SIGNATURE_PREFIX.length);
+  if (!/^[0-9a-fA-F]{64}$/.test(hex)) return false;
+  const expected = createHmac("sha256", toBuffer(secret)).update(toBuffer(rawBody)).digest();
+  return timingSafeEqual(expected, Buffer.from(hex, "hex"));
+}
+
+/**
+ * Constant-time equality of two secrets of any length (e.g. the `Authorization` value a receiver
+ * gets against its stored webhook secret). Both sides are hashed first so their lengths never leak.
+ */
+export function safeEqual(a: Bytes, b: Bytes): boolean {
+  const ha = createHmac("sha256", "botdir-compare").update(toBuffer(a)).digest();
+  const hb = createHmac("sha256", "botdir-compare").update(toBuffer(b)).digest();
+  return timingSafeEqual(ha, hb);
+}
