@@ -25,6 +25,9 @@ export function jestConfig(rootDir, options = {}) {
     moduleNameMapper: { "^(\\.{1,2}/.*)\\.js$": "$1" },
     testMatch: ["<rootDir>/src/**/*.test.ts", "<rootDir>/test/**/*.test.ts"],
     testTimeout: 60_000,
+    // Every file closes its own clients in afterAll; forceExit keeps a stray timer of a client
+    // library from holding CI open.
+    forceExit: true,
     ...(options.database
       ? {
           globalSetup: path.join(here, "packages/db/test-support/global-setup.mjs"),

@@ -25,7 +25,9 @@ export function createSecretBox(key: Buffer): SecretBox {
       const cipher = createCipheriv("aes-256-gcm", key, iv);
       const data = Buffer.concat([cipher.update(plaintext, "utf8"), cipher.final()]);
       const tag = cipher.getAuthTag();
-      return ["v1", iv.toString("base64url"), tag.toString("base64url"), data.toString("base64url")].join(":");
+      return ["v1", iv.toString("base64url"), tag.toString("base64url"), data.toString("base64url")].join(
+        ":",
+      );
     },
     decrypt(stored) {
       const [version, iv, tag, data] = stored.split(":");
@@ -34,7 +36,9 @@ export function createSecretBox(key: Buffer): SecretBox {
       }
       const decipher = createDecipheriv("aes-256-gcm", key, Buffer.from(iv, "base64url"));
       decipher.setAuthTag(Buffer.from(tag, "base64url"));
-      return Buffer.concat([decipher.update(Buffer.from(data, "base64url")), decipher.final()]).toString("utf8");
+      return Buffer.concat([decipher.update(Buffer.from(data, "base64url")), decipher.final()]).toString(
+        "utf8",
+      );
     },
   };
 }

@@ -1,0 +1,18 @@
+import { runHealthChecks } from "@botdir/schema";
+import type { Router } from "express";
+import type { ApiDeps } from "../app.js";
+
+/**
+ * GET /api/health: no credential. 200 {"status":"ok","checks":{"postgres":"ok","redis":"ok"}}
+ * when the service can serve; 503 with the same shape plus `error` naming what is down.
+ */
+export function registerHealth(router: Router, deps: Pick<ApiDeps, "db" | "redis">): void {
+  router.get("/api/health", async (_req, res) => {
+    const report = await runHealthChecks({
+      postgres: () => deps.db.pool.query("SELECT 1"),
+      redis: () => deps.redis.ping(),
+    });
+    res.setHeader("Cache-Control", "no-store");
+    res.status(report.ok ? 200 : 503).json(report.body);
+  });
+}

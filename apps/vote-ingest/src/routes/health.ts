@@ -1,0 +1,15 @@
+import { runHealthChecks } from "@botdir/schema";
+import type { Router } from "express";
+import type { IngestDeps } from "../app.js";
+
+/** GET /health: no credential; same body as the API's /api/health. */
+export function registerHealth(router: Router, deps: Pick<IngestDeps, "db" | "redis">): void {
+  router.get("/health", async (_req, res) => {
+    const report = await runHealthChecks({
+      postgres: () => deps.db.pool.query("SELECT 1"),
+      redis: () => deps.redis.ping(),
+    });
+    res.setHeader("Cache-Control", "no-store");
+    res.status(report.ok ? 200 : 503).json(report.body);
+  });
+}

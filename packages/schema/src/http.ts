@@ -1,0 +1,186 @@
+/**
+ * Express plumbing shared by the three apps: the one error middleware, the JSON 404/405, body
+ * parsing errors, request ids, one log line per request, and graceful shutdown. Express is only
+ * referenced by type here; each app passes its own `express` in.
+ */
+import { randomUUID } from "node:crypto";
+import type { Server } from "node:http";
+import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from "express";
+import { ApiError, MESSAGES } from "./errors.js";
+
+/** The subset of pino the apps use; tests can pass a capturing fake. */
+export interface Logger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+/** Assigns a request id (kept from `X-Request-Id` when it is sane) to `res.locals.reqId`. */
+export function requestId(): RequestHandler {
+  return (req, res, next) => {
+    const incoming = req.get("x-request-id");
+    const id = incoming && /^[\w.-]{1,64}$/.test(incoming) ? incoming : randomUUID();
+    res.locals.reqId = id;
+    res.setHeader("X-Request-Id", id);
+    next();
+  };
+}
+
+/** One log line per request: method, route, status, duration. Never headers or bodies. */
+export function requestLog(logger: Logger): RequestHandler {
+  return (req, res, next) => {
+    const start = process.hrtime.bigint();
+    res.on("finish", () => {
+      const ms = Number(process.hrtime.bigint() - start) / 1e6;
+      const route = (req.route as { path?: string } | undefined)?.path;
+      logger.info(
+        {
+          reqId: res.locals.reqId,
+          method: req.method,
+          path: req.baseUrl + (route ?? req.path),
+          status: res.statusCode,
+          ms: Math.round(ms * 10) / 10,
+        },
+        "request",
+      );
+    });
+    next();
+  };
+}
+
+/** Requires a JSON content type on requests that carry a body. */
+export function requireJson(): RequestHandler {
+  return (req, _res, next) => {
+    const length = req.get("content-length");
+    const hasBody = req.get("transfer-encoding") !== undefined || (length !== undefined && length !== "0");
+    if (!hasBody && req.method !== "POST" && req.method !== "PUT" && req.method !== "PATCH") return next();
+    if (!req.is("application/json") && !req.is("application/*+json")) {
+      if (!hasBody) return next(new ApiError("bad_request", MESSAGES.invalidJson));
+      return next(new ApiError("bad_request", MESSAGES.unsupportedMediaType));
+    }
+    next();
+  };
+}
+
+/** JSON 404 for unknown routes. */
+export function notFound(): RequestHandler {
+  return (_req, _res, next) => next(new ApiError("not_found", MESSAGES.routeNotFound));
+}
+
+/** JSON 405 for a known path with another method; `allow` is sent in the Allow header. */
+export function methodNotAllowed(allow: string[]): RequestHandler {
+  return (_req, res, next) => {
+    res.setHeader("Allow", allow.join(", "));
+    next(new ApiError("method_not_allowed", MESSAGES.methodNotAllowed));
+  };
+}
+
+interface BodyParserError {
+  type?: string;
+  status?: number;
+  statusCode?: number;
+}
+
+/** Maps anything thrown to the spec's error body. The only error middleware of each app. */
+export function errorHandler(logger: Logger): ErrorRequestHandler {
+  return (err: unknown, req: Request, res: Response, next: NextFunction) => {
+    if (res.headersSent) return next(err);
+    const apiError = toApiError(err);
+    if (apiError.status >= 500) {
+      logger.error(
+        { reqId: res.locals.reqId, method: req.method, path: req.path, err: describeError(err) },
+        "request failed",
+      );
+    }
+    if (apiError.code === "rate_limited" && typeof apiError.extra.retryAfter === "number") {
+      res.setHeader("Retry-After", String(apiError.extra.retryAfter));
+    }
+    res.status(apiError.status).json(apiError.body());
+  };
+}
+
+export function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  const parserError = err as BodyParserError | null;
+  switch (parserError?.type) {
+    case "entity.parse.failed":
+      return new ApiError("bad_request", MESSAGES.invalidJson);
+    case "entity.too.large":
+      return new ApiError("payload_too_large", MESSAGES.bodyTooLarge);
+    case "encoding.unsupported":
+    case "charset.unsupported":
+      return new ApiError("bad_request", "The body must be UTF-8 encoded JSON.");
+    case "request.aborted":
+    case "request.size.invalid":
+    case "stream.encoding.set":
+      return new ApiError("bad_request", "The request body could not be read.");
+  }
+  const status = parserError?.status ?? parserError?.statusCode;
+  if (typeof status === "number" && status >= 400 && status < 500) {
+    return new ApiError("bad_request", "The request could not be read.");
+  }
+  return new ApiError("internal", MESSAGES.internal);
+}
+
+/** Error name, message and code only: never request data, headers or secrets. */
+export function describeError(err: unknown): { name?: string; message?: string; code?: unknown } {
+  if (err instanceof Error) {
+    return { name: err.name, message: err.message, code: (err as { code?: unknown }).code };
+  }
+  return { message: String(err) };
+}
+
+export interface ShutdownStep {
+  name: string;
+  run(): Promise<unknown>;
+}
+
+/**
+ * Runs the steps in order on SIGTERM/SIGINT (stop accepting work, finish in-flight work, close
+ * stores), within `deadlineMs`; exits 0 when all finished, 1 on timeout or error.
+ */
+export function onShutdown(logger: Logger, steps: ShutdownStep[], deadlineMs = 15_000): void {
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "shutting down");
+    const timer = setTimeout(() => {
+      logger.error({ deadlineMs }, "shutdown deadline passed; exiting");
+      process.exit(1);
+    }, deadlineMs);
+    timer.unref();
+    let code = 0;
+    for (const step of steps) {
+      try {
+        await step.run();
+      } catch (error) {
+        code = 1;
+        logger.error({ step: step.name, err: describeError(error) }, "shutdown step failed");
+      }
+    }
+    logger.info({}, "stopped");
+    process.exit(code);
+  };
+  process.once("SIGTERM", () => void stop("SIGTERM"));
+  process.once("SIGINT", () => void stop("SIGINT"));
+}
+
+/** Closes an HTTP server: stops accepting, lets in-flight requests finish, drops idle sockets. */
+export function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.close((error) => (error ? reject(error) : resolve()));
+    server.closeIdleConnections();
+  });
+}
+
+/** Starts listening and resolves once the port is bound. */
+export function listen(server: Server, port: number, host?: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+}

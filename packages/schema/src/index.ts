@@ -1,0 +1,49 @@
+export type { Clock } from "./clock.js";
+export { ManualClock, systemClock } from "./clock.js";
+export { COMMAND_LIMITS, Command, CommandsBody, CommandsResponse, dedupeCommands } from "./commands.js";
+export { EnvError, EnvFields, loadEnvOrExit, parseEnv } from "./env.js";
+export type { ErrorBodyShape, ErrorCode } from "./errors.js";
+export { ApiError, describeIssue, ERROR_STATUS, ErrorBody, MESSAGES, parseOrThrow } from "./errors.js";
+export type { HealthChecks, HealthReport } from "./health.js";
+export { runHealthChecks } from "./health.js";
+export type { Logger, ShutdownStep } from "./http.js";
+export {
+  closeServer,
+  describeError,
+  errorHandler,
+  listen,
+  methodNotAllowed,
+  notFound,
+  onShutdown,
+  requestId,
+  requestLog,
+  requireJson,
+  toApiError,
+} from "./http.js";
+export { BotId, isBotId, UserId } from "./ids.js";
+export type { DeliveryHandOff, JobDefinition, JobName } from "./jobs.js";
+export { DEFAULT_QUEUE_PREFIX, DeliveryJobData, deliveryJobOptions, JOBS, QUEUES } from "./jobs.js";
+export { ServerCount, StatsBody, StatsResponse } from "./stats.js";
+export { charLength } from "./text.js";
+export {
+  CastVoteBody,
+  CastVoteResponse,
+  CheckQuery,
+  clampLimit,
+  VOTE_WINDOW_MS,
+  VOTES_LIMIT,
+  VoteCheckResult,
+  VoteConflict,
+  VoteEntry,
+  VotesQuery,
+  VotesResponse,
+} from "./votes.js";
+export {
+  WEBHOOK_EVENT,
+  WEBHOOK_HEADERS,
+  WEBHOOK_MAX_ATTEMPTS,
+  WEBHOOK_RETRY_DELAYS_MS,
+  WEBHOOK_TIMEOUT_MS,
+  WEBHOOK_USER_AGENT,
+  WebhookPayload,
+} from "./webhook.js";

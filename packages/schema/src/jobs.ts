@@ -1,0 +1,60 @@
+/**
+ * The typed job catalog: every queue and job name with its payload schema and options. The
+ * producer (vote-ingest, its outbox relay, botctl) and the consumer (webhook-dispatcher) both read
+ * it, so they cannot drift apart.
+ *
+ * Contract of a delivery job:
+ * - one BullMQ job per webhook delivery, job name `vote.create`, data `{deliveryId}`,
+ *   jobId = the delivery id, so handing the same delivery off twice is a no-op while the job exists;
+ * - PostgreSQL holds the truth (state, attempts made, next attempt time); a job is only a nudge.
+ *   The handler re-reads the delivery row and does nothing for a delivery that is no longer pending;
+ * - finished jobs are removed, so the outbox relay can hand a lost delivery off again.
+ */
+import { z } from "zod";
+import { WEBHOOK_MAX_ATTEMPTS } from "./webhook.js";
+
+export const DEFAULT_QUEUE_PREFIX = "{botdir}"; // hash-tagged: every queue key in one Redis Cluster slot
+
+export const QUEUES = { webhookDeliveries: "webhook-deliveries" } as const;
+
+export const DeliveryJobData = z.object({ deliveryId: z.uuid() });
+export type DeliveryJobData = z.infer<typeof DeliveryJobData>;
+
+export interface JobDefinition {
+  queue: string;
+  data: z.ZodType;
+  attempts: number;
+  backoff: { type: string };
+}
+
+export const JOBS = {
+  "vote.create": {
+    queue: QUEUES.webhookDeliveries,
+    data: DeliveryJobData,
+    attempts: WEBHOOK_MAX_ATTEMPTS,
+    backoff: { type: "webhook" },
+  },
+} as const satisfies Record<string, JobDefinition>;
+
+export type JobName = keyof typeof JOBS;
+
+export interface DeliveryHandOff {
+  id: string;
+  attemptsMade: number;
+  nextAttemptAt: Date;
+}
+
+/**
+ * BullMQ options for handing a delivery to the queue: the job waits until the delivery's next
+ * attempt time and carries only the attempts that remain (the attempt count lives in PostgreSQL).
+ */
+export function deliveryJobOptions(delivery: DeliveryHandOff, now: Date) {
+  return {
+    jobId: delivery.id,
+    delay: Math.max(0, delivery.nextAttemptAt.getTime() - now.getTime()),
+    attempts: Math.max(1, JOBS["vote.create"].attempts - delivery.attemptsMade),
+    backoff: JOBS["vote.create"].backoff,
+    removeOnComplete: true,
+    removeOnFail: true,
+  };
+}
