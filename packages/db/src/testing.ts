@@ -85,3 +85,42 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
 export function testRedisPrefix(): string {
   return `t${process.env[TEST_ENV.runId] ?? ""}:${randomBytes(4).toString("hex")}:`;
 }
+
+export interface SeededBot {
+  id: string;
+  /** The raw API token (only its hash is stored), or null for a bot without one. */
+  token: string | null;
+}
+
+/**
+ * Test fixture: a bot row, approved with a fresh token by default. Tests of every app use it so
+ * they do not each re-implement token hashing.
+ */
+export async function seedBot(
+  db: Db,
+  options: { id?: string; status?: "pending" | "approved"; withToken?: boolean; serverCount?: number } = {},
+): Promise<SeededBot> {
+  const { generateToken, hashToken } = await import("./tokens.js");
+  const id = options.id ?? randomBotId();
+  const status = options.status ?? "approved";
+  const token = (options.withToken ?? status === "approved") ? generateToken() : null;
+  await db.prisma.bot.create({
+    data: {
+      id,
+      status,
+      approvedAt: status === "approved" ? new Date() : null,
+      tokenHash: token ? hashToken(token) : null,
+      tokenCreatedAt: token ? new Date() : null,
+      serverCount: options.serverCount === undefined ? null : BigInt(options.serverCount),
+    },
+  });
+  return { id, token };
+}
+
+/** A random valid 18-digit application (or user) id. */
+export function randomBotId(): string {
+  const digits = Array.from(randomBytes(18), (b) => String(b % 10)).join("");
+  return `1${digits.slice(1)}`;
+}
+
+export const randomUserId = randomBotId;
