@@ -23,6 +23,15 @@ export {
 export { BotId, isBotId, UserId } from "./ids.js";
 export type { DeliveryHandOff, JobDefinition, JobName } from "./jobs.js";
 export { DEFAULT_QUEUE_PREFIX, DeliveryJobData, deliveryJobOptions, JOBS, QUEUES } from "./jobs.js";
+export type { AddressVerdict, Resolver, TargetRules, UrlVerdict } from "./net.js";
+export {
+  checkWebhookUrl,
+  classifyAddress,
+  createSafeLookup,
+  isIpLiteral,
+  systemResolver,
+  TargetRefused,
+} from "./net.js";
 export { ServerCount, StatsBody, StatsResponse } from "./stats.js";
 export { charLength } from "./text.js";
 export {
