@@ -185,9 +185,9 @@ describe("infra (kustomize)", () => {
     const hpa = byKind("HorizontalPodAutoscaler").find(
       (d) => (d.metadata as AnyObject).name === "webhook-dispatcher",
     );
-    expect((hpa?.spec as { scaleTargetRef: { name: string } }).scaleTargetRef.name).toBe(
-      "webhook-dispatcher",
-    );
+    expect(hpa).toBeDefined();
+    const spec = hpa?.spec as { scaleTargetRef: { name: string } };
+    expect(spec.scaleTargetRef.name).toBe("webhook-dispatcher");
   });
 
   it("the KEDA component scales the dispatcher on the BullMQ wait list of the queue the code uses", async () => {

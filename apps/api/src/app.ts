@@ -1,27 +1,81 @@
 import type { Db } from "@botdir/db";
 import { type Clock, errorHandler, type Logger, notFound, requestId, requestLog } from "@botdir/schema";
-import express, { type Express } from "express";
+import express, { type Express, type RequestHandler } from "express";
 import type { Redis } from "ioredis";
+import type { ApiContext } from "./context.js";
+import { type BodyLimits, DEFAULT_BODY_LIMITS } from "./http/json-body.js";
+import { registerCheck } from "./routes/check.js";
+import { registerCommands } from "./routes/commands.js";
 import { registerHealth } from "./routes/health.js";
+import { registerOpenApi } from "./routes/openapi.js";
+import { registerStats } from "./routes/stats.js";
+import { registerVotes } from "./routes/votes.js";
+import { registerWidget } from "./routes/widget.js";
+import { createCaches } from "./services/cache.js";
+import { createRateLimiter, type RateLimits } from "./services/ratelimit.js";
 
 export interface ApiDeps {
   db: Db;
   redis: Redis;
   clock: Clock;
   logger: Logger;
+  /** Prefix of every Redis key the API writes (rate limits, caches). Default "botdir:". */
+  redisPrefix?: string;
+  /** Requests per token per minute, per endpoint (default: the spec's 60/10/600/60). */
+  limits?: Partial<RateLimits>;
+  /** How long a request waits for the limiter's Redis before failing open (default 50 ms). */
+  limiterTimeoutMs?: number;
+  /** Largest accepted JSON bodies (default commands 1mb, stats 16kb); larger is a JSON 413. */
+  bodyLimits?: Partial<BodyLimits>;
+}
+
+export const DEFAULT_REDIS_PREFIX = "botdir:";
+
+/** `//` in a path (clients that join a base URL ending in `/` with a path starting with `/`). */
+function collapseSlashes(): RequestHandler {
+  return (req, _res, next) => {
+    const q = req.url.indexOf("?");
+    const path = q === -1 ? req.url : req.url.slice(0, q);
+    if (path.includes("//")) req.url = path.replace(/\/{2,}/g, "/") + (q === -1 ? "" : req.url.slice(q));
+    next();
+  };
 }
 
 /** Wires middleware and routes; nothing else. */
 export function createApp(deps: ApiDeps): Express {
+  const prefix = deps.redisPrefix ?? DEFAULT_REDIS_PREFIX;
+  const ctx: ApiContext = {
+    db: deps.db,
+    clock: deps.clock,
+    logger: deps.logger,
+    bodyLimits: { ...DEFAULT_BODY_LIMITS, ...deps.bodyLimits },
+    limiter: createRateLimiter({
+      redis: deps.redis,
+      prefix,
+      limits: deps.limits,
+      timeoutMs: deps.limiterTimeoutMs,
+      logger: deps.logger,
+      clock: deps.clock,
+    }),
+    caches: createCaches({ redis: deps.redis, prefix, logger: deps.logger }),
+  };
+
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
   app.set("trust proxy", true);
   app.use(requestId());
   app.use(requestLog(deps.logger));
+  app.use(collapseSlashes());
 
   const router = express.Router();
   registerHealth(router, deps);
+  registerCommands(router, ctx);
+  registerStats(router, ctx);
+  registerCheck(router, ctx);
+  registerVotes(router, ctx);
+  registerWidget(router, ctx);
+  registerOpenApi(router);
   app.use(router);
 
   app.use(notFound());

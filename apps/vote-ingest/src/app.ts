@@ -1,8 +1,20 @@
-import type { Db } from "@botdir/db";
-import { type Clock, errorHandler, type Logger, notFound, requestId, requestLog } from "@botdir/schema";
+import type { Db, SecretBox } from "@botdir/db";
+import {
+  type Clock,
+  errorHandler,
+  type Logger,
+  notFound,
+  type Resolver,
+  requestId,
+  requestLog,
+} from "@botdir/schema";
 import express, { type Express } from "express";
 import type { Redis } from "ioredis";
+import type { DeliveryQueue } from "./outbox/queue.js";
+import { registerBotManagement } from "./routes/bots.js";
 import { registerHealth } from "./routes/health.js";
+import { registerVotes } from "./routes/votes.js";
+import { createVotes } from "./services/votes.js";
 
 export interface IngestDeps {
   db: Db;
@@ -10,6 +22,14 @@ export interface IngestDeps {
   clock: Clock;
   logger: Logger;
   internalApiKey: string;
+  /** Producer of webhook delivery jobs; without it every delivery waits for the outbox relay. */
+  deliveryQueue?: DeliveryQueue;
+  /** Encrypts webhook secrets at rest (SECRET_ENCRYPTION_KEY); without it a webhook cannot be set. */
+  secretBox?: SecretBox | null;
+  /** WEBHOOK_ALLOW_PRIVATE_TARGETS: http and private webhook hosts allowed (development, tests). */
+  allowPrivateTargets?: boolean;
+  /** Resolves webhook host names when a URL is set (default: the system resolver; null skips DNS). */
+  webhookResolver?: Resolver | null;
 }
 
 /** Wires middleware and routes of the internal listener; nothing else. */
@@ -22,6 +42,8 @@ export function createApp(deps: IngestDeps): Express {
 
   const router = express.Router();
   registerHealth(router, deps);
+  registerVotes(router, { votes: createVotes(deps), internalApiKey: deps.internalApiKey });
+  registerBotManagement(router, deps);
   app.use(router);
 
   app.use(notFound());

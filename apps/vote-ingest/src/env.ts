@@ -14,6 +14,10 @@ export const IngestEnv = z
     /** 32-byte key that encrypts webhook secrets at rest. */
     SECRET_ENCRYPTION_KEY: EnvFields.encryptionKey.optional(),
     WEBHOOK_ALLOW_PRIVATE_TARGETS: EnvFields.boolean(false),
+    /** How often the outbox relay looks for deliveries to hand to the queue. */
+    OUTBOX_RELAY_INTERVAL_MS: z.coerce.number().int().min(50).max(600_000).default(1_000),
+    /** A pending delivery due this long ago without progress is handed off again (lost job). */
+    OUTBOX_STALE_MS: z.coerce.number().int().min(1_000).max(86_400_000).default(60_000),
   })
   .superRefine((env, ctx) => {
     if (env.NODE_ENV === "test") return;

@@ -1,4 +1,4 @@
-import { EnvFields, loadEnvOrExit } from "@botdir/schema";
+import { DEFAULT_QUEUE_PREFIX, EnvFields, loadEnvOrExit } from "@botdir/schema";
 import { z } from "zod";
 
 const DelayList = z
@@ -6,26 +6,30 @@ const DelayList = z
   .regex(/^\d+(,\d+){3}$/, "must be four comma-separated millisecond delays")
   .transform((v) => v.split(",").map(Number));
 
-export const DispatcherEnv = z
-  .object({
-    NODE_ENV: EnvFields.NODE_ENV,
-    LOG_LEVEL: EnvFields.LOG_LEVEL,
-    DATABASE_URL: EnvFields.DATABASE_URL,
-    REDIS_URL: EnvFields.REDIS_URL,
-    DB_POOL_MAX: EnvFields.DB_POOL_MAX,
-    DISPATCHER_PORT: EnvFields.port(3002),
-    SECRET_ENCRYPTION_KEY: EnvFields.encryptionKey.optional(),
-    WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
-    WEBHOOK_RETRY_DELAYS_MS: DelayList.default([60_000, 300_000, 1_800_000, 7_200_000]),
-    WEBHOOK_ALLOW_PRIVATE_TARGETS: EnvFields.boolean(false),
-    /** Attempts run in parallel by one replica. */
-    DISPATCHER_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(50),
-  })
-  .superRefine((env, ctx) => {
-    if (env.NODE_ENV !== "test" && !env.SECRET_ENCRYPTION_KEY) {
-      ctx.addIssue({ code: "custom", path: ["SECRET_ENCRYPTION_KEY"], message: "is required" });
-    }
-  });
+export const DispatcherEnv = z.object({
+  NODE_ENV: EnvFields.NODE_ENV,
+  LOG_LEVEL: EnvFields.LOG_LEVEL,
+  DATABASE_URL: EnvFields.DATABASE_URL,
+  REDIS_URL: EnvFields.REDIS_URL,
+  DB_POOL_MAX: EnvFields.DB_POOL_MAX,
+  DISPATCHER_PORT: EnvFields.port(3002),
+  /** Decrypts webhook secrets: without it nothing can be signed, so it is required everywhere. */
+  SECRET_ENCRYPTION_KEY: EnvFields.encryptionKey,
+  /** BullMQ key prefix; every producer and consumer of the queue must use the same one. */
+  QUEUE_PREFIX: z.string().min(1).max(100).default(DEFAULT_QUEUE_PREFIX),
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+  WEBHOOK_RETRY_DELAYS_MS: DelayList.default([60_000, 300_000, 1_800_000, 7_200_000]),
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: EnvFields.boolean(false),
+  /** Attempts run in parallel by one replica. */
+  DISPATCHER_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(50),
+  /**
+   * BullMQ job lock: a replica that dies holding a job loses it after this long, and another
+   * replica picks it up at its next stalled-job check. Also the margin of an attempt's claim in
+   * PostgreSQL beyond WEBHOOK_TIMEOUT_MS.
+   */
+  DISPATCHER_LOCK_DURATION_MS: z.coerce.number().int().min(500).max(600_000).default(30_000),
+  DISPATCHER_STALLED_INTERVAL_MS: z.coerce.number().int().min(200).max(600_000).default(30_000),
+});
 export type DispatcherEnv = z.output<typeof DispatcherEnv>;
 
 /** The only place the dispatcher reads process.env. */

@@ -1,23 +1,58 @@
 import { createServer } from "node:http";
-import { createDb } from "@botdir/db";
-import { closeServer, listen, onShutdown } from "@botdir/schema";
+import { createDb, createSecretBox, parseEncryptionKey } from "@botdir/db";
+import { closeServer, listen, onShutdown, systemClock } from "@botdir/schema";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { createHttpApp } from "./app.js";
 import { loadEnv } from "./env.js";
+import { createDispatcherWorker } from "./worker.js";
 
 const env = loadEnv();
 const logger = pino({ name: "webhook-dispatcher", level: env.LOG_LEVEL });
+const key = parseEncryptionKey(env.SECRET_ENCRYPTION_KEY);
+if (!key) {
+  process.stderr.write("Invalid environment: SECRET_ENCRYPTION_KEY must be 32 bytes.\n");
+  process.exit(1);
+}
 const db = createDb({ url: env.DATABASE_URL, poolMax: env.DB_POOL_MAX });
-const redis = new Redis(env.REDIS_URL, { maxRetriesPerRequest: null });
+// BullMQ needs maxRetriesPerRequest: null on worker connections; auto-pipelining stays off so
+// blocking commands and Lua scripts are not batched behind each other.
+const redis = new Redis(env.REDIS_URL, { maxRetriesPerRequest: null, enableAutoPipelining: false });
 redis.on("error", () => {});
+
+const worker = createDispatcherWorker(
+  { db, redis, secrets: createSecretBox(key), clock: systemClock, logger },
+  {
+    queuePrefix: env.QUEUE_PREFIX,
+    concurrency: env.DISPATCHER_CONCURRENCY,
+    timeoutMs: env.WEBHOOK_TIMEOUT_MS,
+    retryDelays: env.WEBHOOK_RETRY_DELAYS_MS,
+    allowPrivateTargets: env.WEBHOOK_ALLOW_PRIVATE_TARGETS,
+    lockDurationMs: env.DISPATCHER_LOCK_DURATION_MS,
+    stalledIntervalMs: env.DISPATCHER_STALLED_INTERVAL_MS,
+  },
+);
+if (env.WEBHOOK_ALLOW_PRIVATE_TARGETS) {
+  logger.warn({}, "WEBHOOK_ALLOW_PRIVATE_TARGETS is on: webhooks may reach http and private addresses");
+}
 
 const server = createServer(createHttpApp({ db, redis, logger }));
 await listen(server, env.DISPATCHER_PORT);
-logger.info({ port: env.DISPATCHER_PORT }, "webhook-dispatcher listening");
+logger.info(
+  { port: env.DISPATCHER_PORT, concurrency: env.DISPATCHER_CONCURRENCY, prefix: env.QUEUE_PREFIX },
+  "webhook-dispatcher listening",
+);
 
-onShutdown(logger, [
-  { name: "http", run: () => closeServer(server) },
-  { name: "redis", run: () => redis.quit() },
-  { name: "postgres", run: () => db.close() },
-]);
+// worker.close() takes no new jobs and waits for the attempts in flight (each ends within the
+// HTTP timeout); anything still running at the deadline is taken over by another replica once its
+// job lock and its claim in PostgreSQL expire.
+onShutdown(
+  logger,
+  [
+    { name: "worker", run: () => worker.close() },
+    { name: "http", run: () => closeServer(server) },
+    { name: "redis", run: () => redis.quit() },
+    { name: "postgres", run: () => db.close() },
+  ],
+  env.WEBHOOK_TIMEOUT_MS + 10_000,
+);

@@ -124,3 +124,99 @@ export function randomBotId(): string {
 }
 
 export const randomUserId = randomBotId;
+
+export interface PrivateRedis {
+  url: string;
+  port: number;
+  /** Graceful stop (SIGTERM); resolves when the process has exited. */
+  stop(): Promise<void>;
+  /** Hard stop (SIGKILL), like a crash; resolves when the process has exited. */
+  kill(): Promise<void>;
+  /** Starts it again on the same port. It comes back EMPTY: nothing is ever persisted. */
+  restart(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  const { createServer } = await import("node:net");
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
+    });
+  });
+}
+
+/**
+ * A private `redis-server` for fault tests (stop it, kill it, bring it back empty) without touching
+ * the shared Redis. Needs `redis-server` on PATH. Nothing is persisted (`--save "" --appendonly no`),
+ * so a restart is an empty Redis, as after a crash without persistence.
+ */
+export async function startRedisServer(options: { port?: number } = {}): Promise<PrivateRedis> {
+  const { spawn } = await import("node:child_process");
+  const { mkdtempSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const port = options.port ?? (await freePort());
+  const dir = mkdtempSync(join(tmpdir(), "botdir-redis-"));
+  type Child = ReturnType<typeof spawn>;
+  let child: Child | undefined;
+  const killOnExit = () => child?.kill("SIGKILL");
+  process.once("exit", killOnExit);
+
+  const start = () =>
+    new Promise<void>((resolve, reject) => {
+      const proc = spawn(
+        "redis-server",
+        ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir],
+        { stdio: ["ignore", "pipe", "pipe"] },
+      );
+      child = proc;
+      let output = "";
+      const timer = setTimeout(() => {
+        proc.kill("SIGKILL");
+        reject(new Error(`redis-server did not start on port ${port}: ${output.slice(-500)}`));
+      }, 10_000);
+      proc.stdout?.on("data", (chunk: Buffer) => {
+        output += chunk.toString();
+        if (output.includes("Ready to accept connections")) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      proc.stderr?.on("data", (chunk: Buffer) => {
+        output += chunk.toString();
+      });
+      proc.once("error", (error) => {
+        clearTimeout(timer);
+        reject(error);
+      });
+      proc.once("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`redis-server exited with ${code}: ${output.slice(-500)}`));
+      });
+    });
+
+  const terminate = (signal: NodeJS.Signals) =>
+    new Promise<void>((resolve) => {
+      const proc = child;
+      if (!proc || proc.exitCode !== null || proc.signalCode !== null) return resolve();
+      proc.once("exit", () => resolve());
+      proc.kill(signal);
+    });
+
+  await start();
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    stop: () => terminate("SIGTERM"),
+    kill: () => terminate("SIGKILL"),
+    async restart() {
+      await terminate("SIGTERM");
+      await start();
+    },
+  };
+}

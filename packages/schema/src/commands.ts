@@ -17,7 +17,8 @@ const CommandName = z
   .refine(
     (s) => charLength(s) >= COMMAND_LIMITS.nameMin && charLength(s) <= COMMAND_LIMITS.nameMax,
     "must be 1 to 32 characters long",
-  );
+  )
+  .meta({ minLength: COMMAND_LIMITS.nameMin, maxLength: COMMAND_LIMITS.nameMax });
 
 /**
  * A command as the chat platform describes it. Only name and description are checked against the
@@ -29,7 +30,13 @@ const CommandName = z
 export const Command = z
   .looseObject({
     name: CommandName,
-    description: z.string().optional(),
+    description: z
+      .string()
+      .meta({
+        maxLength: COMMAND_LIMITS.descriptionMax,
+        description: "1 to 100 characters; may be empty or absent for context-menu commands (type 2 and 3).",
+      })
+      .optional(),
     type: z.number().int("must be an integer").min(1, "must be a command type").optional(),
   })
   .superRefine((cmd, ctx) => {

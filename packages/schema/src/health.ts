@@ -1,3 +1,5 @@
+import { z } from "zod";
+
 /** Dependency checks behind every app's health endpoint. */
 export type HealthChecks = Record<string, () => Promise<unknown>>;
 
@@ -46,3 +48,10 @@ export async function runHealthChecks(checks: HealthChecks, timeoutMs = 1_000): 
   const error = `${down.join(" and ")} ${down.length === 1 ? "is" : "are"} unreachable.`;
   return { ok: false, body: { status: "unavailable", checks: statuses, error } };
 }
+
+/** The body of every app's health endpoint, as a schema (used for the OpenAPI documents). */
+export const HealthBody = z.object({
+  status: z.enum(["ok", "unavailable"]),
+  checks: z.record(z.string(), z.enum(["ok", "down"])),
+  error: z.string().optional(),
+});

@@ -5,7 +5,7 @@ export { EnvError, EnvFields, loadEnvOrExit, parseEnv } from "./env.js";
 export type { ErrorBodyShape, ErrorCode } from "./errors.js";
 export { ApiError, describeIssue, ERROR_STATUS, ErrorBody, MESSAGES, parseOrThrow } from "./errors.js";
 export type { HealthChecks, HealthReport } from "./health.js";
-export { runHealthChecks } from "./health.js";
+export { HealthBody, runHealthChecks } from "./health.js";
 export type { Logger, ShutdownStep } from "./http.js";
 export {
   closeServer,
@@ -32,7 +32,7 @@ export {
   systemResolver,
   TargetRefused,
 } from "./net.js";
-export { ServerCount, StatsBody, StatsResponse } from "./stats.js";
+export { ServerCount, ShardCounts, StatsBody, StatsResponse } from "./stats.js";
 export { charLength } from "./text.js";
 export {
   CastVoteBody,

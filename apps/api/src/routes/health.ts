@@ -1,6 +1,7 @@
 import { runHealthChecks } from "@botdir/schema";
 import type { Router } from "express";
 import type { ApiDeps } from "../app.js";
+import { allowOnly } from "../http/methods.js";
 
 /**
  * GET /api/health: no credential. 200 {"status":"ok","checks":{"postgres":"ok","redis":"ok"}}
@@ -15,4 +16,5 @@ export function registerHealth(router: Router, deps: Pick<ApiDeps, "db" | "redis
     res.setHeader("Cache-Control", "no-store");
     res.status(report.ok ? 200 : 503).json(report.body);
   });
+  allowOnly(router, "/api/health", ["GET"]);
 }

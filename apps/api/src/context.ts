@@ -1,0 +1,15 @@
+import type { Db } from "@botdir/db";
+import type { Clock, Logger } from "@botdir/schema";
+import type { BodyLimits } from "./http/json-body.js";
+import type { Caches } from "./services/cache.js";
+import type { RateLimiter } from "./services/ratelimit.js";
+
+/** What route handlers get: the injected dependencies plus the services built from them. */
+export interface ApiContext {
+  db: Db;
+  clock: Clock;
+  logger: Logger;
+  limiter: RateLimiter;
+  caches: Caches;
+  bodyLimits: BodyLimits;
+}

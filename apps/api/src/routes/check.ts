@@ -1,0 +1,35 @@
+/**
+ * GET /api/v1/bots/{id}/check?userId=, and GET /api/v1/bots/check?userId= (top.gg-style clients
+ * without an id). The hot path: the limiter's single Redis round trip runs in parallel with one
+ * query that both authenticates the token and reads the user's vote window; there is no separate
+ * token lookup and no token cache.
+ */
+import { CheckQuery, parseOrThrow, type VoteCheckResult } from "@botdir/schema";
+import type { Request, Response, Router } from "express";
+import type { ApiContext } from "../context.js";
+import { admit } from "../http/access.js";
+import { allowOnly } from "../http/methods.js";
+import { requireTokenHash } from "../services/auth.js";
+import { findVoteWindow, toVoteCheck } from "../services/bots.js";
+
+export const CHECK_PATH = "/api/v1/bots/:id/check";
+export const CHECK_ALIAS_PATH = "/api/v1/bots/check";
+
+export function registerCheck(router: Router, ctx: ApiContext): void {
+  const handler = async (req: Request<{ id?: string }>, res: Response) => {
+    const tokenHash = requireTokenHash(req);
+    const query = CheckQuery.safeParse(req.query);
+    const [rate, row] = await Promise.all([
+      ctx.limiter.consume("check", tokenHash),
+      findVoteWindow(ctx.db, tokenHash, query.success ? query.data.userId : null),
+    ]);
+    admit(res, { tokenBotId: row?.botId ?? null, pathId: req.params.id, rate });
+    if (!query.success) parseOrThrow(CheckQuery, req.query, "The query");
+    const body: VoteCheckResult = toVoteCheck(row?.votedAt ?? null, ctx.clock.now());
+    res.json(body);
+  };
+  router.get(CHECK_ALIAS_PATH, handler);
+  router.get(CHECK_PATH, handler);
+  allowOnly(router, CHECK_ALIAS_PATH, ["GET"]);
+  allowOnly(router, CHECK_PATH, ["GET"]);
+}

@@ -1,0 +1,42 @@
+/** PUT /api/v1/bots/{id}/commands: replaces the command list (not a merge). */
+import { ApiError, CommandsBody, type CommandsResponse, dedupeCommands, parseOrThrow } from "@botdir/schema";
+import type { Request, Response, Router } from "express";
+import type { ApiContext } from "../context.js";
+import { deferredJsonBody } from "../http/json-body.js";
+import { allowOnly } from "../http/methods.js";
+import { authenticatedWrite } from "../http/write.js";
+import { writeCommands } from "../services/bots.js";
+import { findUnstorableText } from "../services/json-text.js";
+
+export const COMMANDS_PATH = "/api/v1/bots/:id/commands";
+
+/** The de-duplicated list (first occurrence of a name kept), or the 400 naming the first problem. */
+export function parseCommands(body: unknown): unknown[] {
+  const commands = dedupeCommands(parseOrThrow(CommandsBody, body).commands);
+  const unstorable = findUnstorableText(commands, ["commands"]);
+  if (unstorable !== null) {
+    throw new ApiError("bad_request", `${unstorable} must not contain NUL or unpaired surrogate characters.`);
+  }
+  return commands;
+}
+
+export function registerCommands(router: Router, ctx: ApiContext): void {
+  router.put(
+    COMMANDS_PATH,
+    deferredJsonBody(ctx.bodyLimits.commands),
+    async (req: Request<{ id: string }>, res: Response) => {
+      const { input, result } = await authenticatedWrite(ctx, req, res, {
+        endpoint: "commands",
+        pathId: req.params.id,
+        parse: parseCommands,
+        write: (tokenHash, botId, commands) =>
+          writeCommands(ctx.db, { tokenHash, botId, commands, now: ctx.clock.now() }),
+      });
+      // The site's bot page shows the list: drop its cache only when the list really changed.
+      if (result.changed) await ctx.caches.invalidatePage(result.botId);
+      const body: CommandsResponse = { success: true, count: input.length };
+      res.json(body);
+    },
+  );
+  allowOnly(router, COMMANDS_PATH, ["PUT"]);
+}

@@ -1,0 +1,154 @@
+/**
+ * The SQL behind the four bot endpoints. Each hot-path query both authenticates (by token hash,
+ * through the unique index) and answers, so a request costs one database round trip. A null
+ * `botId` means "the token's own bot" (the top.gg-style routes without an id in the path).
+ */
+import type { Db } from "@botdir/db";
+import { toIso } from "@botdir/db";
+import { VOTE_WINDOW_MS, type VoteCheckResult } from "@botdir/schema";
+
+export interface VoteCheckRow {
+  botId: string;
+  votedAt: Date | null;
+}
+
+/**
+ * The token's bot and the user's current window in one query. `userId` is null when the query
+ * string is invalid (the answer is then a 400, but only after 401/404/429 have been decided).
+ */
+export async function findVoteWindow(
+  db: Db,
+  tokenHash: string,
+  userId: string | null,
+): Promise<VoteCheckRow | null> {
+  const { rows } = await db.pool.query<{ id: string; voted_at: Date | null }>(
+    `SELECT b.id, w.voted_at
+       FROM bots b
+       LEFT JOIN vote_windows w ON w.bot_id = b.id AND w.user_id = $2
+      WHERE b.token_hash = $1 AND b.status = 'approved'`,
+    [tokenHash, userId],
+  );
+  const row = rows[0];
+  return row ? { botId: row.id, votedAt: row.voted_at } : null;
+}
+
+/** Inside the 12-hour window: voted 1 with both timestamps; outside: voted 0 and null timestamps. */
+export function toVoteCheck(votedAt: Date | null, now: Date): VoteCheckResult {
+  if (votedAt === null || now.getTime() >= votedAt.getTime() + VOTE_WINDOW_MS) {
+    return { voted: 0, hasVoted: false, votedAt: null, nextVoteAt: null };
+  }
+  return {
+    voted: 1,
+    hasVoted: true,
+    votedAt: toIso(votedAt),
+    nextVoteAt: toIso(new Date(votedAt.getTime() + VOTE_WINDOW_MS)),
+  };
+}
+
+export interface VoteLogPage {
+  botId: string;
+  votes: { user_id: string; voted_at: string }[];
+}
+
+/** The token's bot and its newest `limit` votes from the append-only log, in one query. */
+export async function listVotes(db: Db, tokenHash: string, limit: number): Promise<VoteLogPage | null> {
+  const { rows } = await db.pool.query<{ id: string; user_id: string | null; voted_at: Date | null }>(
+    `SELECT b.id, v.user_id, v.voted_at
+       FROM bots b
+       LEFT JOIN LATERAL (
+         SELECT l.id AS vote_id, l.user_id, l.voted_at
+           FROM vote_log l
+          WHERE l.bot_id = b.id
+          ORDER BY l.voted_at DESC, l.id DESC
+          LIMIT $2
+       ) v ON true
+      WHERE b.token_hash = $1 AND b.status = 'approved'
+      ORDER BY v.voted_at DESC, v.vote_id DESC`,
+    [tokenHash, limit],
+  );
+  const first = rows[0];
+  if (!first) return null;
+  const votes = rows.flatMap((row) =>
+    row.user_id !== null && row.voted_at !== null
+      ? [{ user_id: row.user_id, voted_at: toIso(row.voted_at) }]
+      : [],
+  );
+  return { botId: first.id, votes };
+}
+
+export interface WriteResult {
+  botId: string;
+  /** Whether the stored value differs from the one before (drives page-cache invalidation). */
+  changed: boolean;
+}
+
+/**
+ * Sets the server count and the check-in timestamp (written on every post) in one statement that
+ * also authenticates. The row lock of the CTE makes `changed` exact under concurrent posts.
+ * Null when the token does not own `botId` (or is unknown): the caller then works out 401 vs 404.
+ */
+export async function writeStats(
+  db: Db,
+  input: { tokenHash: string; botId: string | null; serverCount: number; now: Date },
+): Promise<WriteResult | null> {
+  const { rows } = await db.pool.query<{ id: string; changed: boolean }>(
+    `WITH old AS (
+       SELECT id, server_count FROM bots
+        WHERE token_hash = $1 AND status = 'approved' AND ($2::varchar IS NULL OR id = $2::varchar)
+        FOR UPDATE
+     )
+     UPDATE bots b
+        SET server_count = $3, checked_in_at = $4, updated_at = $4
+       FROM old
+      WHERE b.id = old.id
+     RETURNING b.id, old.server_count IS DISTINCT FROM $3::bigint AS changed`,
+    [input.tokenHash, input.botId, input.serverCount, input.now],
+  );
+  const row = rows[0];
+  return row ? { botId: row.id, changed: row.changed } : null;
+}
+
+/** Replaces the command list (as sent, after de-duplication) in one authenticating statement. */
+export async function writeCommands(
+  db: Db,
+  input: { tokenHash: string; botId: string | null; commands: unknown[]; now: Date },
+): Promise<WriteResult | null> {
+  const { rows } = await db.pool.query<{ id: string; changed: boolean }>(
+    `WITH old AS (
+       SELECT id, commands FROM bots
+        WHERE token_hash = $1 AND status = 'approved' AND ($2::varchar IS NULL OR id = $2::varchar)
+        FOR UPDATE
+     )
+     UPDATE bots b
+        SET commands = $3::jsonb, updated_at = $4
+       FROM old
+      WHERE b.id = old.id
+     RETURNING b.id, old.commands IS DISTINCT FROM $3::jsonb AS changed`,
+    [input.tokenHash, input.botId, JSON.stringify(input.commands), input.now],
+  );
+  const row = rows[0];
+  return row ? { botId: row.id, changed: row.changed } : null;
+}
+
+export interface WidgetCounts {
+  /** null until the bot has posted stats. */
+  servers: number | null;
+  /** Votes cast in the last 30 days. */
+  votes: number;
+}
+
+export const WIDGET_VOTE_DAYS = 30;
+
+/** Counts for the public badge; null for an unknown or unapproved bot. */
+export async function widgetCounts(db: Db, botId: string, now: Date): Promise<WidgetCounts | null> {
+  const since = new Date(now.getTime() - WIDGET_VOTE_DAYS * 24 * 60 * 60 * 1000);
+  const { rows } = await db.pool.query<{ server_count: number | null; votes: number }>(
+    `SELECT b.server_count,
+            (SELECT count(*) FROM vote_log l WHERE l.bot_id = b.id AND l.voted_at > $2) AS votes
+       FROM bots b
+      WHERE b.id = $1 AND b.status = 'approved'`,
+    [botId, since],
+  );
+  const row = rows[0];
+  return row ? { servers: row.server_count, votes: Number(row.votes) } : null;
+}

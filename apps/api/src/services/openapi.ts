@@ -1,0 +1,249 @@
+/**
+ * The OpenAPI 3.1 description of the public API, generated from the zod schemas of
+ * @botdir/schema with zod's own z.toJSONSchema (OpenAPI 3.1 schemas are JSON Schema 2020-12).
+ * A test checks that every route of the router is described here and nothing else.
+ */
+import {
+  BotId,
+  COMMAND_LIMITS,
+  CommandsBody,
+  CommandsResponse,
+  ErrorBody,
+  HealthBody,
+  StatsBody,
+  StatsResponse,
+  UserId,
+  VOTES_LIMIT,
+  VoteCheckResult,
+  VotesResponse,
+} from "@botdir/schema";
+import { z } from "zod";
+import { DEFAULT_LIMITS, type LimitedEndpoint, WINDOW_SECONDS } from "./ratelimit.js";
+
+type JsonObject = Record<string, unknown>;
+
+function jsonSchema(schema: z.ZodType, io: "input" | "output"): JsonObject {
+  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, {
+    io,
+    target: "draft-2020-12",
+    unrepresentable: "any",
+  }) as JsonObject;
+  return rest;
+}
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const json = (schema: JsonObject) => ({ "application/json": { schema } });
+
+const rateHeaders = {
+  "RateLimit-Limit": { description: "Requests allowed per window.", schema: { type: "integer" } },
+  "RateLimit-Remaining": {
+    description: "Requests left in the current window (absent when the limiter failed open).",
+    schema: { type: "integer" },
+  },
+  "RateLimit-Reset": {
+    description: "Seconds until the window resets (absent when the limiter failed open).",
+    schema: { type: "integer" },
+  },
+  "RateLimit-Policy": { description: `\`<limit>;w=${WINDOW_SECONDS}\``, schema: { type: "string" } },
+};
+
+function errorResponse(description: string, headers?: JsonObject) {
+  return { description, content: json(ref("Error")), ...(headers ? { headers } : {}) };
+}
+
+function authenticatedErrors(statuses: number[]): JsonObject {
+  const all: Record<number, JsonObject> = {
+    400: errorResponse(
+      "Invalid JSON, a wrong content type or a value out of bounds; names the first problem.",
+    ),
+    401: errorResponse("Authorization missing, unreadable, or the token is unknown (or was replaced)."),
+    404: errorResponse(
+      "The bot does not exist, the token belongs to another bot, or the id is not an application id (one identical body).",
+    ),
+    413: errorResponse("The body is larger than the limit (1 MB for commands, 16 kB for stats)."),
+    429: errorResponse("Rate limit exceeded; `retryAfter` (seconds) in the body.", {
+      "Retry-After": { schema: { type: "integer" } },
+      ...rateHeaders,
+    }),
+    500: errorResponse("The request was valid but could not be completed; retry with backoff."),
+  };
+  return Object.fromEntries(statuses.map((status) => [String(status), all[status]]));
+}
+
+const idParam = {
+  name: "id",
+  in: "path",
+  required: true,
+  description: "The bot's application id; it must be the bot that owns the token.",
+  schema: jsonSchema(BotId, "input"),
+};
+
+function operation(input: {
+  summary: string;
+  description: string;
+  endpoint: LimitedEndpoint;
+  withId: boolean;
+  parameters?: JsonObject[];
+  body?: string;
+  response: string;
+  errors: number[];
+}): JsonObject {
+  return {
+    summary: input.summary,
+    description: `${input.description}\n\nRate limit: ${DEFAULT_LIMITS[input.endpoint]} requests per token per minute.`,
+    security: [{ botToken: [] }],
+    parameters: [...(input.withId ? [idParam] : []), ...(input.parameters ?? [])],
+    ...(input.body ? { requestBody: { required: true, content: json(ref(input.body)) } } : {}),
+    responses: {
+      "200": { description: "OK", headers: rateHeaders, content: json(ref(input.response)) },
+      ...authenticatedErrors(input.errors),
+    },
+  };
+}
+
+const userIdParam = {
+  name: "userId",
+  in: "query",
+  required: true,
+  description: "Chat-platform user id.",
+  schema: jsonSchema(UserId, "input"),
+};
+const limitParam = {
+  name: "limit",
+  in: "query",
+  required: false,
+  description: `Number of votes, clamped to ${VOTES_LIMIT.min}..${VOTES_LIMIT.max}; a non-number means the default.`,
+  schema: {
+    type: "integer",
+    minimum: VOTES_LIMIT.min,
+    maximum: VOTES_LIMIT.max,
+    default: VOTES_LIMIT.default,
+  },
+};
+
+const ALIAS_NOTE =
+  "Same as the route with an id, for clients written for top.gg (@top-gg/sdk v3, dblapi.js, topggpy) that leave the id out: the bot is the token's.";
+
+function buildPaths(): JsonObject {
+  const commands = operation({
+    summary: "Replace the command list",
+    description: `Replaces the whole list (not a merge). At most ${COMMAND_LIMITS.maxCommands} commands; duplicate names are dropped, the first kept; \`count\` is the number kept.`,
+    endpoint: "commands",
+    withId: true,
+    body: "CommandsBody",
+    response: "CommandsResponse",
+    errors: [400, 401, 404, 413, 429, 500],
+  });
+  const stats = (withId: boolean) =>
+    operation({
+      summary: withId ? "Report the server count" : "Report the server count (bot from the token)",
+      description: withId
+        ? "`server_count`, or its aliases `guilds` (discordbotlist.com) and `guildCount` (discord.bots.gg). `server_count` may be an array of per-shard counts, and a non-empty `shards` array is summed. Extra fields are ignored. The check-in time is written on every post."
+        : ALIAS_NOTE,
+      endpoint: "stats",
+      withId,
+      body: "StatsBody",
+      response: "StatsResponse",
+      errors: [400, 401, 404, 413, 429, 500],
+    });
+  const check = (withId: boolean) =>
+    operation({
+      summary: withId ? "Check a user's vote" : "Check a user's vote (bot from the token)",
+      description: withId
+        ? "Inside the 12-hour window: `voted` 1, `hasVoted` true, `votedAt`, `nextVoteAt` = votedAt + 12 h. Outside: `voted` 0, `hasVoted` false, both timestamps null."
+        : ALIAS_NOTE,
+      endpoint: "check",
+      withId,
+      parameters: [userIdParam],
+      response: "VoteCheckResult",
+      errors: [400, 401, 404, 429],
+    });
+  const votes = (withId: boolean) =>
+    operation({
+      summary: withId ? "List votes" : "List votes (bot from the token)",
+      description: withId ? "Newest first, from the append-only vote log." : ALIAS_NOTE,
+      endpoint: "votes",
+      withId,
+      parameters: [limitParam],
+      response: "VotesResponse",
+      errors: [401, 404, 429],
+    });
+  return {
+    "/api/v1/bots/{id}/commands": { put: commands },
+    "/api/v1/bots/{id}/stats": { post: stats(true) },
+    "/api/v1/bots/stats": { post: stats(false) },
+    "/api/v1/bots/{id}/check": { get: check(true) },
+    "/api/v1/bots/check": { get: check(false) },
+    "/api/v1/bots/{id}/votes": { get: votes(true) },
+    "/api/v1/bots/votes": { get: votes(false) },
+    "/api/health": {
+      get: {
+        summary: "Health",
+        description: "No credential. Checks PostgreSQL and Redis with short timeouts.",
+        security: [],
+        responses: {
+          "200": { description: "The service can serve.", content: json(ref("Health")) },
+          "503": { description: "A dependency is down; `error` names it.", content: json(ref("Health")) },
+        },
+      },
+    },
+    "/widget/{id}.svg": {
+      get: {
+        summary: "Badge",
+        description:
+          "Public SVG badge with the server count and the votes of the last 30 days; cached 5 minutes; no rate limit. An unknown or invalid id gets a neutral badge (still 200).",
+        security: [],
+        parameters: [{ ...idParam, description: "The bot's application id." }],
+        responses: {
+          "200": {
+            description: "The badge.",
+            headers: { "Cache-Control": { schema: { type: "string", const: "public, max-age=300" } } },
+            content: { "image/svg+xml": { schema: { type: "string" } } },
+          },
+        },
+      },
+    },
+    "/api/v1/openapi.json": {
+      get: {
+        summary: "This document",
+        security: [],
+        responses: { "200": { description: "OpenAPI 3.1 document.", content: json({ type: "object" }) } },
+      },
+    },
+  };
+}
+
+export function buildOpenApi(): JsonObject {
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Bot Listing Directory API",
+      version: "1.0.0",
+      description:
+        "Publish a bot's commands and server count, check and list votes. Errors are `{error}` (+ `retryAfter` on 429).",
+    },
+    servers: [{ url: "/" }],
+    paths: buildPaths(),
+    components: {
+      securitySchemes: {
+        botToken: {
+          type: "apiKey",
+          in: "header",
+          name: "Authorization",
+          description:
+            "The bot's API token: bare, `Bearer <token>` or `Bot <token>` (scheme names case-insensitive).",
+        },
+      },
+      schemas: {
+        CommandsBody: jsonSchema(CommandsBody, "input"),
+        CommandsResponse: jsonSchema(CommandsResponse, "output"),
+        StatsBody: jsonSchema(StatsBody, "input"),
+        StatsResponse: jsonSchema(StatsResponse, "output"),
+        VoteCheckResult: jsonSchema(VoteCheckResult, "output"),
+        VotesResponse: jsonSchema(VotesResponse, "output"),
+        Error: jsonSchema(ErrorBody, "output"),
+        Health: jsonSchema(HealthBody, "output"),
+      },
+    },
+  };
+}

@@ -1,0 +1,247 @@
+import { createServer, type Server, type Socket } from "node:net";
+import { hashToken } from "@botdir/db";
+import { randomBotId, seedBot, startRedisServer } from "@botdir/db/testing";
+import type { Express } from "express";
+import { Redis } from "ioredis";
+import request from "supertest";
+import { cmd, connectRedis, createHarness, deadRedis, type Harness, USER } from "./support.js";
+
+let h: Harness;
+
+beforeAll(async () => {
+  h = await createHarness();
+});
+
+afterAll(async () => {
+  await h.close();
+});
+
+async function newBot() {
+  const bot = await seedBot(h.t.db);
+  return { id: bot.id, token: bot.token!, auth: { Authorization: bot.token! } };
+}
+
+const putCommands = (
+  app: Express,
+  id: string,
+  auth: Record<string, string>,
+  body: unknown = { commands: [cmd("a")] },
+) =>
+  request(app)
+    .put(`/api/v1/bots/${id}/commands`)
+    .set(auth)
+    .send(body as object);
+
+describe("PUT /commands: 10 per token per minute", () => {
+  it("when the 11th request of the minute arrives, then 429 with retryAfter = seconds until the window resets", async () => {
+    const app = h.app();
+    const bot = await newBot();
+    for (let i = 1; i <= 10; i++) {
+      const res = await putCommands(app, bot.id, bot.auth);
+      expect(res.status).toBe(200);
+      expect(res.headers["ratelimit-limit"]).toBe("10");
+      expect(res.headers["ratelimit-remaining"]).toBe(String(10 - i));
+      expect(res.headers["ratelimit-policy"]).toBe("10;w=60");
+      expect(Number(res.headers["ratelimit-reset"])).toBeGreaterThanOrEqual(1);
+      expect(Number(res.headers["ratelimit-reset"])).toBeLessThanOrEqual(60);
+    }
+
+    const res = await putCommands(app, bot.id, bot.auth);
+    const pttl = await h.redis.pttl(`${h.prefix}rl:commands:${hashToken(bot.token)}`);
+    expect(res.status).toBe(429);
+    expect(Object.keys(res.body)).toEqual(["error", "retryAfter"]);
+    expect(res.body.error).toBe("Rate limit exceeded.");
+    expect(Number.isInteger(res.body.retryAfter)).toBe(true);
+    // The window's remaining lifetime, rounded up to whole seconds (read just after the answer).
+    expect(pttl).toBeGreaterThan(0);
+    expect(res.body.retryAfter).toBeGreaterThanOrEqual(Math.ceil(pttl / 1000));
+    expect(res.body.retryAfter).toBeLessThanOrEqual(Math.ceil(pttl / 1000) + 1);
+    expect(res.headers["retry-after"]).toBe(String(res.body.retryAfter));
+    expect(res.headers["ratelimit-remaining"]).toBe("0");
+    expect(res.headers["ratelimit-reset"]).toBe(String(res.body.retryAfter));
+
+    // Refused requests change nothing.
+    const stored = await h.t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } });
+    expect(stored.commands).toEqual([cmd("a")]);
+  });
+
+  it("when a token is limited, then another token and another endpoint of the same token are not", async () => {
+    const app = h.app();
+    const bot = await newBot();
+    const other = await newBot();
+    for (let i = 0; i < 10; i++) await putCommands(app, bot.id, bot.auth);
+    expect((await putCommands(app, bot.id, bot.auth)).status).toBe(429);
+
+    expect((await putCommands(app, other.id, other.auth)).status).toBe(200);
+    const stats = await request(app)
+      .post(`/api/v1/bots/${bot.id}/stats`)
+      .set(bot.auth)
+      .send({ server_count: 1 });
+    expect(stats.status).toBe(200);
+    expect(stats.headers["ratelimit-limit"]).toBe("60");
+  });
+
+  it("keys on the token, not the client address", async () => {
+    const app = h.app();
+    const bot = await newBot();
+    for (let i = 0; i < 10; i++) {
+      await putCommands(app, bot.id, bot.auth).set("X-Forwarded-For", `203.0.113.${i + 1}`);
+    }
+    const res = await putCommands(app, bot.id, bot.auth).set("X-Forwarded-For", "198.51.100.7");
+    expect(res.status).toBe(429);
+  });
+
+  it("when limited, then 401 and 404 still come first, and 429 comes before a 400", async () => {
+    const app = h.app();
+    const bot = await newBot();
+    const other = await newBot();
+    for (let i = 0; i < 10; i++) await putCommands(app, bot.id, bot.auth);
+
+    expect((await putCommands(app, bot.id, bot.auth, { commands: "bad" })).status).toBe(429);
+    const notFound = await putCommands(app, other.id, bot.auth);
+    expect(notFound.status).toBe(404);
+    expect(notFound.text).toBe('{"error":"Bot not found."}');
+    expect((await putCommands(app, randomBotId(), { Authorization: "unknown" })).status).toBe(401);
+  });
+});
+
+describe("the other endpoints' limits", () => {
+  it("advertise the spec's per-minute limits: stats 60, check 600, votes 60", async () => {
+    const app = h.app();
+    const bot = await newBot();
+    const stats = await request(app)
+      .post(`/api/v1/bots/${bot.id}/stats`)
+      .set(bot.auth)
+      .send({ server_count: 1 });
+    const check = await request(app)
+      .get(`/api/v1/bots/${bot.id}/check`)
+      .query({ userId: USER })
+      .set(bot.auth);
+    const votes = await request(app).get(`/api/v1/bots/${bot.id}/votes`).set(bot.auth);
+    expect([stats.headers["ratelimit-limit"], stats.headers["ratelimit-policy"]]).toEqual(["60", "60;w=60"]);
+    expect([check.headers["ratelimit-limit"], check.headers["ratelimit-policy"]]).toEqual([
+      "600",
+      "600;w=60",
+    ]);
+    expect([votes.headers["ratelimit-limit"], votes.headers["ratelimit-policy"]]).toEqual(["60", "60;w=60"]);
+    expect(check.headers["ratelimit-remaining"]).toBe("599");
+  });
+
+  it.each([
+    [
+      "stats",
+      (a: Express, id: string, auth: Record<string, string>) =>
+        request(a).post(`/api/v1/bots/${id}/stats`).set(auth).send({ server_count: 1 }),
+    ],
+    [
+      "check",
+      (a: Express, id: string, auth: Record<string, string>) =>
+        request(a).get(`/api/v1/bots/${id}/check`).query({ userId: USER }).set(auth),
+    ],
+    [
+      "votes",
+      (a: Express, id: string, auth: Record<string, string>) =>
+        request(a).get(`/api/v1/bots/${id}/votes`).set(auth),
+    ],
+  ])("when %s's limit is used up, then 429 with retryAfter and Retry-After", async (endpoint, send) => {
+    const app = h.app({ limits: { [endpoint]: 3 } });
+    const bot = await newBot();
+    for (let i = 0; i < 3; i++) expect((await send(app, bot.id, bot.auth)).status).toBe(200);
+    const res = await send(app, bot.id, bot.auth);
+    expect(res.status).toBe(429);
+    expect(res.body).toEqual({ error: "Rate limit exceeded.", retryAfter: expect.any(Number) });
+    expect(res.headers["retry-after"]).toBe(String(res.body.retryAfter));
+  });
+});
+
+describe("fail-open", () => {
+  it("when Redis is unreachable, then requests go through, tokens are still checked, and the event is logged", async () => {
+    const redis = deadRedis();
+    const app = h.app({ redis, limiterTimeoutMs: undefined });
+    const bot = await newBot();
+    const before = h.logger.events("rate_limit_fail_open").length;
+
+    const ok = await putCommands(app, bot.id, bot.auth);
+    expect(ok.status).toBe(200);
+    expect(ok.headers["ratelimit-limit"]).toBe("10");
+    expect(ok.headers["ratelimit-remaining"]).toBeUndefined();
+    const check = await request(app)
+      .get(`/api/v1/bots/${bot.id}/check`)
+      .query({ userId: USER })
+      .set(bot.auth);
+    expect(check.status).toBe(200);
+
+    expect((await putCommands(app, bot.id, { Authorization: "not-a-token" })).status).toBe(401);
+    expect((await putCommands(app, randomBotId(), bot.auth)).status).toBe(404);
+    const events = h.logger.events("rate_limit_fail_open").slice(before);
+    expect(events.length).toBeGreaterThanOrEqual(1);
+    expect(JSON.stringify(events)).not.toContain(bot.token);
+    expect(JSON.stringify(events)).not.toContain(hashToken(bot.token));
+    redis.disconnect();
+  });
+
+  it("when the Redis server stops under a connected client, then the API keeps serving and still refuses bad tokens", async () => {
+    const server = await startRedisServer();
+    const redis = await connectRedis(server.url);
+    const app = h.app({ redis, limiterTimeoutMs: undefined });
+    const bot = await newBot();
+    try {
+      const before = await putCommands(app, bot.id, bot.auth);
+      expect(before.status).toBe(200);
+      expect(before.headers["ratelimit-remaining"]).toBe("9");
+
+      await server.stop();
+      const during = await putCommands(app, bot.id, bot.auth);
+      expect(during.status).toBe(200);
+      expect(during.headers["ratelimit-remaining"]).toBeUndefined();
+      const check = await request(app)
+        .get(`/api/v1/bots/${bot.id}/check`)
+        .query({ userId: USER })
+        .set(bot.auth);
+      expect(check.status).toBe(200);
+      expect((await putCommands(app, bot.id, { Authorization: "not-a-token" })).status).toBe(401);
+    } finally {
+      redis.disconnect();
+      await server.stop();
+    }
+  });
+
+  it("when Redis accepts the connection but never answers, then the limiter gives up after its timeout and the request succeeds", async () => {
+    const sockets: Socket[] = [];
+    const blackhole: Server = createServer((socket) => {
+      sockets.push(socket);
+      socket.on("data", () => {}); // read and never reply
+    });
+    await new Promise<void>((resolve) => blackhole.listen(0, "127.0.0.1", resolve));
+    const { port } = blackhole.address() as { port: number };
+    // No ready check and no handshake commands, so the client is ready as soon as TCP connects.
+    const redis = new Redis({
+      host: "127.0.0.1",
+      port,
+      enableReadyCheck: false,
+      disableClientInfo: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+    });
+    redis.on("error", () => {});
+    if (redis.status !== "ready") await new Promise((resolve) => redis.once("ready", resolve));
+    const logger = h.logger;
+    const before = logger.events("rate_limit_fail_open").length;
+    const app = h.app({ redis, limiterTimeoutMs: undefined });
+    const bot = await newBot();
+    try {
+      const res = await request(app)
+        .get(`/api/v1/bots/${bot.id}/check`)
+        .query({ userId: USER })
+        .set(bot.auth);
+      expect(res.status).toBe(200);
+      expect(res.body.voted).toBe(0);
+      const events = logger.events("rate_limit_fail_open").slice(before) as { reason: string }[];
+      expect(events.map((e) => e.reason)).toContain("timeout");
+    } finally {
+      redis.disconnect();
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => blackhole.close(resolve));
+    }
+  });
+});

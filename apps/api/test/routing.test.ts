@@ -1,0 +1,70 @@
+import { seedBot } from "@botdir/db/testing";
+import type { Express } from "express";
+import request from "supertest";
+import { createHarness, type Harness, USER } from "./support.js";
+
+let h: Harness;
+let app: Express;
+
+beforeAll(async () => {
+  h = await createHarness();
+  app = h.app();
+});
+
+afterAll(async () => {
+  await h.close();
+});
+
+describe("routing", () => {
+  it.each([
+    ["GET", "/nope"],
+    ["GET", "/api/v1/bots"],
+    ["POST", "/api/v1/bots/123456789012345678/guilds"],
+    ["GET", "/widget/123456789012345678"],
+  ])("when %s %s is not an endpoint, then a JSON 404", async (method, path) => {
+    const res = await request(app)[method.toLowerCase() as "get" | "post"](path);
+    expect(res.status).toBe(404);
+    expect(res.headers["content-type"]).toBe("application/json; charset=utf-8");
+    expect(res.body).toEqual({ error: "No such endpoint." });
+  });
+
+  it.each([
+    ["get", "/api/v1/bots/123456789012345678/commands", "PUT"],
+    ["post", "/api/v1/bots/123456789012345678/commands", "PUT"],
+    ["get", "/api/v1/bots/123456789012345678/stats", "POST"],
+    ["delete", "/api/v1/bots/123456789012345678/stats", "POST"],
+    ["patch", "/api/v1/bots/stats", "POST"],
+    ["post", "/api/v1/bots/123456789012345678/check", "GET, HEAD"],
+    ["post", "/api/v1/bots/check", "GET, HEAD"],
+    ["delete", "/api/v1/bots/123456789012345678/votes", "GET, HEAD"],
+    ["put", "/api/v1/bots/votes", "GET, HEAD"],
+    ["post", "/widget/123456789012345678.svg", "GET, HEAD"],
+    ["post", "/api/health", "GET, HEAD"],
+    ["post", "/api/v1/openapi.json", "GET, HEAD"],
+  ])("when %s %s uses the wrong method, then a JSON 405 with Allow: %s", async (method, path, allow) => {
+    const res = await request(app)[method as "get"](path);
+    expect(res.status).toBe(405);
+    expect(res.headers.allow).toBe(allow);
+    expect(res.body).toEqual({ error: "Method not allowed on this endpoint." });
+  });
+
+  it("when the path has a trailing slash or doubled slashes, then it still reaches the endpoint", async () => {
+    const bot = await seedBot(h.t.db);
+    const auth = { Authorization: bot.token! };
+    const trailing = await request(app)
+      .post(`/api/v1/bots/${bot.id}/stats/`)
+      .set(auth)
+      .send({ server_count: 1 });
+    expect(trailing.status).toBe(200);
+    const doubled = await request(app).post("/api/v1//bots/stats").set(auth).send({ server_count: 2 });
+    expect(doubled.status).toBe(200);
+    const check = await request(app).get(`/api/v1//bots//${bot.id}/check?userId=${USER}`).set(auth);
+    expect(check.status).toBe(200);
+  });
+
+  it("when a URL is malformed, then a JSON 400, not a 500", async () => {
+    const res = await request(app).get("/api/v1/bots/%E0%A4%A/votes").set("Authorization", "x");
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: expect.any(String) });
+  });
+});

@@ -1,0 +1,180 @@
+import { seedBot } from "@botdir/db/testing";
+import { StatsResponse } from "@botdir/schema";
+import type { Express } from "express";
+import request from "supertest";
+import { createHarness, type Harness } from "./support.js";
+
+let h: Harness;
+let app: Express;
+
+beforeAll(async () => {
+  h = await createHarness();
+  app = h.app({ limits: { stats: 1_000 } });
+});
+
+afterAll(async () => {
+  await h.close();
+});
+
+async function newBot(serverCount?: number) {
+  const bot = await seedBot(h.t.db, serverCount === undefined ? {} : { serverCount });
+  return { id: bot.id, auth: { Authorization: bot.token! } };
+}
+
+const post = (id: string, auth: Record<string, string>) =>
+  request(app).post(`/api/v1/bots/${id}/stats`).set(auth);
+const row = (id: string) => h.t.db.prisma.bot.findUniqueOrThrow({ where: { id } });
+
+describe("POST /api/v1/bots/{id}/stats", () => {
+  it("when server_count is posted, then 200 {success, server_count} as exact JSON and the count is stored", async () => {
+    const { id, auth } = await newBot();
+    const res = await post(id, auth).send({ server_count: 1482 });
+    expect(res.status).toBe(200);
+    expect(res.headers["content-type"]).toBe("application/json; charset=utf-8");
+    expect(res.text).toBe('{"success":true,"server_count":1482}');
+    expect(StatsResponse.strict().safeParse(res.body).success).toBe(true);
+    const stored = await row(id);
+    expect(stored.serverCount).toBe(1482n);
+    expect(stored.checkedInAt?.toISOString()).toBe(h.clock.now().toISOString());
+  });
+
+  it.each([
+    [{ guilds: 12 }, 12],
+    [{ guildCount: 7 }, 7],
+    [{ guildCount: 7, server_count: 9 }, 9],
+    [{ server_count: 0 }, 0],
+    [{ server_count: [100, 250] }, 350],
+    [{ shards: [10, 20], shard_id: 0, shard_count: 2, server_count: 0 }, 30],
+    [{ guilds: 5, shards: 2 }, 5],
+    [{ server_count: Number.MAX_SAFE_INTEGER }, Number.MAX_SAFE_INTEGER],
+  ])("when the body is %j, then the stored count is %d", async (body, expected) => {
+    const { id, auth } = await newBot();
+    const res = await post(id, auth).send(body);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ success: true, server_count: expected });
+    expect((await row(id)).serverCount).toBe(BigInt(expected));
+  });
+
+  it("when the same count is posted again, then the check-in time is still written", async () => {
+    const { id, auth } = await newBot(50);
+    await post(id, auth).send({ server_count: 50 });
+    h.clock.advance(60_000);
+    const res = await post(id, auth).send({ server_count: 50 });
+    expect(res.status).toBe(200);
+    expect((await row(id)).checkedInAt?.toISOString()).toBe(h.clock.now().toISOString());
+  });
+
+  it("when the count is unchanged, then the page cache is kept; when it changes, then it is deleted", async () => {
+    const { id, auth } = await newBot(50);
+    const key = `${h.prefix}page:bot:${id}`;
+    await h.redis.set(key, "<rendered page>");
+
+    await post(id, auth).send({ server_count: 50 });
+    expect(await h.redis.get(key)).toBe("<rendered page>");
+
+    await post(id, auth).send({ guilds: 51 });
+    expect(await h.redis.exists(key)).toBe(0);
+  });
+
+  it("when the bot had never posted, then the first post counts as a change", async () => {
+    const { id, auth } = await newBot();
+    const key = `${h.prefix}page:bot:${id}`;
+    await h.redis.set(key, "<rendered page>");
+    await post(id, auth).send({ server_count: 0 });
+    expect(await h.redis.exists(key)).toBe(0);
+  });
+
+  it.each([
+    [{ server_count: "1482" }, "server_count must be a number."],
+    [{ guilds: "12" }, "guilds must be a number."],
+    [{ server_count: -1 }, "server_count must not be negative."],
+    [{ server_count: 1.5 }, "server_count must be a whole number."],
+    [{ server_count: 2 ** 53 }, "server_count must be a safe integer."],
+    [{ server_count: null }, "server_count must be a number."],
+    [{ server_count: [1, "2"] }, "server_count[1] must be a number."],
+    [{ shard_id: 0, shard_count: 2 }, "server_count is required."],
+    [{}, "server_count is required."],
+    [[1482], "The body must be a JSON object."],
+    [1482, "The body must be a JSON object."],
+  ])("when the body is %j, then 400 naming the first problem and nothing is written", async (body, error) => {
+    const { id, auth } = await newBot(10);
+    const res = await post(id, auth).set("Content-Type", "application/json").send(JSON.stringify(body));
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error });
+    const stored = await row(id);
+    expect(stored.serverCount).toBe(10n);
+    expect(stored.checkedInAt).toBeNull();
+  });
+
+  it.each([
+    ["JSON that does not parse", "application/json", '{"server_count": 12', "Invalid JSON body."],
+    ["an empty body", "application/json", "", "Invalid JSON body."],
+    [
+      "a form body",
+      "application/x-www-form-urlencoded",
+      "server_count=12",
+      "Content-Type must be application/json.",
+    ],
+    ["a text body", "text/plain", '{"server_count":12}', "Content-Type must be application/json."],
+  ])("when the request carries %s, then 400 with the error body", async (_name, type, body, error) => {
+    const { id, auth } = await newBot();
+    const res = await post(id, auth).set("Content-Type", type).send(body);
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error });
+  });
+
+  it("when the body is over 16 kB, then a JSON 413", async () => {
+    const { id, auth } = await newBot();
+    const res = await post(id, auth)
+      .set("Content-Type", "application/json")
+      .send(JSON.stringify({ server_count: 1, padding: "x".repeat(20_000) }));
+    expect(res.status).toBe(413);
+    expect(res.body).toEqual({ error: "The request body is too large." });
+  });
+
+  it("when the token is unknown and the body invalid, then 401 comes first", async () => {
+    const { id } = await newBot();
+    const res = await post(id, { Authorization: "nope" }).send({ server_count: "x" });
+    expect(res.status).toBe(401);
+  });
+});
+
+describe("POST /api/v1/bots/stats (no id: the token's bot)", () => {
+  it("when a token posts without an id, then its own bot is updated", async () => {
+    const mine = await newBot(1);
+    const other = await newBot(2);
+    const res = await request(app).post("/api/v1/bots/stats").set(mine.auth).send({ server_count: 99 });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ success: true, server_count: 99 });
+    expect((await row(mine.id)).serverCount).toBe(99n);
+    expect((await row(other.id)).serverCount).toBe(2n);
+  });
+
+  it("when the token is unknown, then 401", async () => {
+    const res = await request(app)
+      .post("/api/v1/bots/stats")
+      .set("Authorization", "nope")
+      .send({ server_count: 1 });
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual({ error: "Invalid token." });
+  });
+});
+
+describe("storage failure", () => {
+  it("when the write fails in PostgreSQL, then 500 with the error body", async () => {
+    const { id, auth } = await newBot();
+    await h.t.db.pool.query(`
+      CREATE OR REPLACE FUNCTION refuse_bot_update() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'disk full (simulated)'; END; $$`);
+    await h.t.db.pool.query(
+      `CREATE TRIGGER refuse_stats BEFORE UPDATE ON bots FOR EACH ROW WHEN (NEW.id = '${id}') EXECUTE FUNCTION refuse_bot_update()`,
+    );
+    try {
+      const res = await post(id, auth).send({ server_count: 3 });
+      expect(res.status).toBe(500);
+      expect(res.body).toEqual({ error: "The request could not be completed; retry with backoff." });
+    } finally {
+      await h.t.db.pool.query("DROP TRIGGER refuse_stats ON bots");
+    }
+  });
+});

@@ -1,0 +1,103 @@
+/** Shared fixtures of the API tests: real PostgreSQL and Redis, one database and key prefix per file. */
+import { createTestDatabase, type TestDatabase, testRedisPrefix, testRedisUrl } from "@botdir/db/testing";
+import { type Logger, ManualClock } from "@botdir/schema";
+import type { Express } from "express";
+import { Redis } from "ioredis";
+import { type ApiDeps, createApp } from "../src/app.js";
+
+export const USER = "987654321098765432";
+
+/** A logger that keeps every line, so tests can look for events and for leaked secrets. */
+export class CapturingLogger implements Logger {
+  readonly lines: { level: string; obj: object; msg?: string | undefined }[] = [];
+  info(obj: object, msg?: string): void {
+    this.lines.push({ level: "info", obj, msg });
+  }
+  warn(obj: object, msg?: string): void {
+    this.lines.push({ level: "warn", obj, msg });
+  }
+  error(obj: object, msg?: string): void {
+    this.lines.push({ level: "error", obj, msg });
+  }
+  text(): string {
+    return JSON.stringify(this.lines);
+  }
+  events(name: string): object[] {
+    return this.lines.map((l) => l.obj).filter((o) => (o as { event?: string }).event === name);
+  }
+}
+
+export async function connectRedis(url = testRedisUrl()): Promise<Redis> {
+  const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  redis.on("error", () => {});
+  if (redis.status !== "ready") await new Promise((resolve) => redis.once("ready", resolve));
+  return redis;
+}
+
+/** A client of a port nothing listens on: every command fails at once, like a stopped Redis. */
+export function deadRedis(): Redis {
+  const redis = new Redis("redis://127.0.0.1:1", {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    lazyConnect: true,
+    retryStrategy: () => null,
+  });
+  redis.on("error", () => {});
+  return redis;
+}
+
+export interface Harness {
+  t: TestDatabase;
+  redis: Redis;
+  prefix: string;
+  clock: ManualClock;
+  logger: CapturingLogger;
+  /** A fresh app on this file's database and Redis prefix; overrides for limits etc. */
+  app(overrides?: Partial<ApiDeps>): Express;
+  close(): Promise<void>;
+}
+
+export async function createHarness(): Promise<Harness> {
+  const t = await createTestDatabase();
+  const redis = await connectRedis();
+  const prefix = testRedisPrefix();
+  const clock = new ManualClock("2026-11-21T12:00:00.000Z");
+  const logger = new CapturingLogger();
+  return {
+    t,
+    redis,
+    prefix,
+    clock,
+    logger,
+    app: (overrides = {}) =>
+      createApp({
+        db: t.db,
+        redis,
+        clock,
+        logger,
+        redisPrefix: prefix,
+        // Generous on a shared CI machine so exact-header tests never fail open by accident;
+        // the fail-open tests use the real default.
+        limiterTimeoutMs: 2_000,
+        ...overrides,
+      }),
+    async close() {
+      const keys = await redis.keys(`${prefix}*`);
+      if (keys.length > 0) await redis.del(...keys);
+      redis.disconnect();
+      await t.drop();
+    },
+  };
+}
+
+/** Appends a vote to the log and sets the user's window, as vote-ingest does. */
+export async function castVote(t: TestDatabase, botId: string, userId: string, votedAt: Date): Promise<void> {
+  const vote = await t.db.prisma.vote.create({ data: { botId, userId, votedAt } });
+  await t.db.prisma.voteWindow.upsert({
+    where: { botId_userId: { botId, userId } },
+    create: { botId, userId, votedAt, voteId: vote.id },
+    update: { votedAt, voteId: vote.id },
+  });
+}
+
+export const cmd = (name: string, description = "Does a thing") => ({ name, description });

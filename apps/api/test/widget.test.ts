@@ -1,0 +1,117 @@
+import { randomUserId, seedBot } from "@botdir/db/testing";
+import type { Express } from "express";
+import request from "supertest";
+import { createHarness, deadRedis, type Harness } from "./support.js";
+
+let h: Harness;
+let app: Express;
+
+beforeAll(async () => {
+  h = await createHarness();
+  app = h.app();
+});
+
+afterAll(async () => {
+  await h.close();
+});
+
+const DAY = 24 * 60 * 60 * 1000;
+
+async function votesAgo(botId: string, daysAgo: number[]) {
+  const now = h.clock.now().getTime();
+  await h.t.db.prisma.vote.createMany({
+    data: daysAgo.map((d) => ({ botId, userId: randomUserId(), votedAt: new Date(now - d * DAY) })),
+  });
+}
+
+const widget = (id: string) =>
+  request(app)
+    .get(`/widget/${id}.svg`)
+    .buffer(true)
+    .parse((res, done) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        text += chunk;
+      });
+      res.on("end", () => done(null, text));
+    });
+
+describe("GET /widget/{id}.svg", () => {
+  it("when the bot is listed, then a public SVG badge with its server count and 30-day votes, cached 5 minutes", async () => {
+    const bot = await seedBot(h.t.db, { serverCount: 1482 });
+    await votesAgo(bot.id, [0, 1, 29.9, 31, 400]);
+
+    const res = await widget(bot.id);
+    expect(res.status).toBe(200);
+    expect(res.headers["content-type"]).toBe("image/svg+xml; charset=utf-8");
+    expect(res.headers["cache-control"]).toBe("public, max-age=300");
+    expect(res.headers["ratelimit-limit"]).toBeUndefined();
+    const svg = res.body as string;
+    expect(svg.startsWith("<svg ")).toBe(true);
+    expect(svg).toContain(">1,482</text>");
+    expect(svg).toContain(">3</text>");
+    expect(svg).toContain("servers: 1,482, votes (30 days): 3");
+  });
+
+  it("when the bot never posted stats, then the server count shows n/a", async () => {
+    const bot = await seedBot(h.t.db);
+    const svg = (await widget(bot.id)).body as string;
+    expect(svg).toContain(">n/a</text>");
+  });
+
+  it("when asked again within 5 minutes, then the server-side cache answers even if the data changed", async () => {
+    const bot = await seedBot(h.t.db, { serverCount: 10 });
+    expect((await widget(bot.id)).body).toContain(">10</text>");
+    const ttl = await h.redis.ttl(`${h.prefix}widget:bot:${bot.id}`);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(300);
+
+    await h.t.db.prisma.bot.update({ where: { id: bot.id }, data: { serverCount: 20n } });
+    expect((await widget(bot.id)).body).toContain(">10</text>");
+
+    await h.redis.del(`${h.prefix}widget:bot:${bot.id}`); // the 5 minutes are over
+    expect((await widget(bot.id)).body).toContain(">20</text>");
+  });
+
+  it.each([
+    ["an unknown bot", "123456789012345678"],
+    ["an invalid id", "not-a-bot"],
+    ["a too-short id", "123"],
+  ])("when asked for %s, then the neutral badge with 200, not an error page", async (_name, id) => {
+    const res = await widget(id);
+    expect(res.status).toBe(200);
+    expect(res.headers["content-type"]).toBe("image/svg+xml; charset=utf-8");
+    expect(res.body).toContain("not listed");
+  });
+
+  it("when the bot is pending approval, then the neutral badge", async () => {
+    const bot = await seedBot(h.t.db, { status: "pending", serverCount: 5 });
+    expect((await widget(bot.id)).body).toContain("not listed");
+  });
+
+  it("needs no credential and has no rate limit", async () => {
+    const bot = await seedBot(h.t.db, { serverCount: 1 });
+    const answers = await Promise.all(Array.from({ length: 30 }, () => widget(bot.id)));
+    expect(answers.every((res) => res.status === 200)).toBe(true);
+  });
+
+  it("when Redis is down, then the badge is still served from PostgreSQL", async () => {
+    const bot = await seedBot(h.t.db, { serverCount: 77 });
+    const redis = deadRedis();
+    const res = await request(h.app({ redis }))
+      .get(`/widget/${bot.id}.svg`)
+      .buffer(true)
+      .parse((r, done) => {
+        let text = "";
+        r.setEncoding("utf8");
+        r.on("data", (c: string) => {
+          text += c;
+        });
+        r.on("end", () => done(null, text));
+      });
+    expect(res.status).toBe(200);
+    expect(res.body).toContain(">77</text>");
+    redis.disconnect();
+  });
+});

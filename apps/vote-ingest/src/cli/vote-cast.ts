@@ -1,0 +1,53 @@
+/**
+ * `botctl vote cast <botId> <userId>`: the same service function as POST /internal/v1/votes, so
+ * the vote is written and its delivery handed off (or left to the relay) exactly as for the site.
+ */
+import type { Db } from "@botdir/db";
+import { type Clock, DEFAULT_QUEUE_PREFIX, type Logger, systemClock } from "@botdir/schema";
+import { Redis } from "ioredis";
+import { createDeliveryQueue } from "../outbox/queue.js";
+import { type CastVoteResult, createVotes } from "../services/votes.js";
+
+export interface VoteCastCliDeps {
+  db: Db;
+  redisUrl: string;
+  /** BullMQ key prefix; DEFAULT_QUEUE_PREFIX outside tests. */
+  queuePrefix?: string;
+  clock?: Clock;
+  logger?: Logger;
+}
+
+const quiet: Logger = { info() {}, warn() {}, error() {} };
+
+/** Casts one vote; ids are already validated. Throws the service's ApiError on 404/409. */
+export async function castVoteFromCli(
+  deps: VoteCastCliDeps,
+  botId: string,
+  userId: string,
+): Promise<CastVoteResult> {
+  const logger = deps.logger ?? quiet;
+  // Fail fast like the app: a Redis outage must not block the vote; the relay hands off later.
+  const redis = new Redis(deps.redisUrl, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    connectTimeout: 2_000,
+    retryStrategy: () => null,
+  });
+  redis.on("error", () => {});
+  await redis.connect().catch(() => {});
+  const deliveryQueue = createDeliveryQueue({
+    db: deps.db,
+    redis,
+    prefix: deps.queuePrefix ?? DEFAULT_QUEUE_PREFIX,
+    logger,
+  });
+  try {
+    const votes = createVotes({ db: deps.db, clock: deps.clock ?? systemClock, logger, deliveryQueue });
+    const { vote, nextVoteAt } = await votes.castVote(botId, userId);
+    return { vote, nextVoteAt };
+  } finally {
+    await deliveryQueue.close().catch(() => {});
+    redis.disconnect();
+  }
+}

@@ -1,0 +1,51 @@
+import { methodNotAllowed } from "@botdir/schema";
+import express, { type Router } from "express";
+import type { IngestDeps } from "../app.js";
+import { requireInternalKey } from "../internal-auth.js";
+import { createListings } from "../services/listings.js";
+import { registerApproveBot } from "./bots/approve.js";
+import { registerCreateBot } from "./bots/create.js";
+import { registerDeliveries } from "./bots/deliveries.js";
+import { registerShowBot } from "./bots/show.js";
+import { registerRotateToken } from "./bots/token.js";
+import { registerWebhook } from "./bots/webhook.js";
+
+export const BOTS_PATH = "/internal/v1/bots";
+
+export type BotManagementDeps = Pick<
+  IngestDeps,
+  "db" | "clock" | "internalApiKey" | "secretBox" | "allowPrivateTargets" | "webhookResolver"
+>;
+
+/**
+ * Listing management for the site's edit page, under /internal/v1/bots, behind INTERNAL_API_KEY.
+ * The key is checked before the body is read.
+ */
+export function registerBotManagement(router: Router, deps: BotManagementDeps): void {
+  const listings = createListings({
+    db: deps.db,
+    clock: deps.clock,
+    secretBox: deps.secretBox ?? null,
+    allowPrivateTargets: deps.allowPrivateTargets ?? false,
+    ...(deps.webhookResolver === undefined ? {} : { resolver: deps.webhookResolver }),
+  });
+  const bots = express.Router();
+  bots.use(requireInternalKey(deps.internalApiKey));
+  bots.use(express.json({ limit: "16kb" }));
+
+  registerCreateBot(bots, listings);
+  registerApproveBot(bots, listings);
+  registerRotateToken(bots, listings);
+  registerWebhook(bots, listings);
+  registerDeliveries(bots, listings);
+  registerShowBot(bots, listings);
+
+  bots.all("/", methodNotAllowed(["POST"]));
+  bots.all("/:id", methodNotAllowed(["GET"]));
+  bots.all("/:id/approve", methodNotAllowed(["POST"]));
+  bots.all("/:id/token", methodNotAllowed(["POST"]));
+  bots.all("/:id/webhook", methodNotAllowed(["PUT", "DELETE"]));
+  bots.all("/:id/webhook/deliveries", methodNotAllowed(["GET"]));
+
+  router.use(BOTS_PATH, bots);
+}

@@ -1,0 +1,26 @@
+/** POST /internal/v1/votes: the site frontend casts a vote (INTERNAL_API_KEY). */
+import { CastVoteBody, methodNotAllowed, parseOrThrow, requireJson } from "@botdir/schema";
+import express, { type Router } from "express";
+import { requireInternalKey } from "../internal-auth.js";
+import type { Votes } from "../services/votes.js";
+
+export interface VotesRouteDeps {
+  votes: Votes;
+  internalApiKey: string;
+}
+
+export function registerVotes(router: Router, deps: VotesRouteDeps): void {
+  router.post(
+    "/internal/v1/votes",
+    requireInternalKey(deps.internalApiKey),
+    requireJson(),
+    express.json({ limit: "4kb" }),
+    async (req, res) => {
+      const body = parseOrThrow(CastVoteBody, req.body);
+      const { vote, nextVoteAt } = await deps.votes.castVote(body.bot_id, body.user_id);
+      res.setHeader("Cache-Control", "no-store");
+      res.status(201).json({ vote, nextVoteAt });
+    },
+  );
+  router.all("/internal/v1/votes", methodNotAllowed(["POST"]));
+}

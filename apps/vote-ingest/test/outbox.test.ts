@@ -1,0 +1,218 @@
+import { randomUUID } from "node:crypto";
+import {
+  createTestDatabase,
+  type PrivateRedis,
+  randomUserId,
+  seedBot,
+  startRedisServer,
+  type TestDatabase,
+} from "@botdir/db/testing";
+import { ManualClock } from "@botdir/schema";
+import type { Redis } from "ioredis";
+import request from "supertest";
+import type { DeliveryQueue } from "../src/outbox/queue.js";
+import { createOutboxRelay } from "../src/outbox/relay.js";
+import {
+  capturingLogger,
+  deliveriesOf,
+  fastRedis,
+  INTERNAL_KEY,
+  ingestApp,
+  setWebhook,
+  silent,
+  testQueue,
+  waitUntilReady,
+} from "./support/votes.js";
+
+const START = "2026-11-21T12:00:00.000Z";
+const STALE_MS = 60_000;
+
+let t: TestDatabase;
+let privateRedis: PrivateRedis;
+let redis: Redis;
+let queue: DeliveryQueue;
+let clock: ManualClock;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  privateRedis = await startRedisServer();
+  redis = await fastRedis(privateRedis.url);
+  queue = testQueue(t.db, redis);
+});
+
+afterAll(async () => {
+  await queue.close().catch(() => {});
+  redis.disconnect();
+  await privateRedis.stop();
+  await t.drop();
+});
+
+beforeEach(async () => {
+  clock = new ManualClock(START);
+  // Every test starts from an empty outbox, so relay counts belong to the test.
+  await t.db.pool.query("UPDATE webhook_deliveries SET state = 'delivered' WHERE state = 'pending'");
+});
+
+function relay(options: { logger?: ReturnType<typeof capturingLogger>; batchSize?: number } = {}) {
+  return createOutboxRelay({
+    db: t.db,
+    queue,
+    clock,
+    logger: options.logger ?? silent,
+    staleMs: STALE_MS,
+    graceMs: 5_000,
+    batchSize: options.batchSize ?? 100,
+  });
+}
+
+async function castWithWebhook(): Promise<{ botId: string; deliveryId: string }> {
+  const bot = await seedBot(t.db);
+  await setWebhook(t.db, bot.id);
+  const app = ingestApp({ db: t.db, redis, clock, deliveryQueue: queue });
+  const res = await request(app)
+    .post("/internal/v1/votes")
+    .set("Authorization", INTERNAL_KEY)
+    .send({ bot_id: bot.id, user_id: randomUserId() });
+  expect(res.status).toBe(201);
+  await queue.flush();
+  const [delivery] = await deliveriesOf(t.db, bot.id);
+  if (!delivery) throw new Error("no delivery row");
+  return { botId: bot.id, deliveryId: delivery.id };
+}
+
+/** A pending delivery row written directly, as if its vote had just been committed. */
+async function insertDelivery(options: { handedOffAt?: Date | null; state?: string } = {}): Promise<string> {
+  const bot = await seedBot(t.db);
+  const now = clock.now();
+  const { rows } = await t.db.pool.query<{ id: number }>(
+    "INSERT INTO vote_log (bot_id, user_id, voted_at) VALUES ($1, $2, $3) RETURNING id",
+    [bot.id, randomUserId(), now],
+  );
+  const id = randomUUID();
+  await t.db.pool.query(
+    `INSERT INTO webhook_deliveries (id, bot_id, vote_id, state, next_attempt_at, handed_off_at, created_at)
+     VALUES ($1, $2, $3, $4::delivery_state, $5, $6, $5)`,
+    [id, bot.id, rows[0]?.id, options.state ?? "pending", now, options.handedOffAt ?? null],
+  );
+  return id;
+}
+
+describe("outbox relay", () => {
+  it("when a vote is cast while Redis is down, then 201, and after Redis restarts empty the relay hands the delivery off", async () => {
+    await privateRedis.stop();
+    const logger = capturingLogger();
+    const outbox = relay({ logger });
+
+    const { botId, deliveryId } = await castWithWebhook();
+    const [pendingRow] = await deliveriesOf(t.db, botId);
+    expect(pendingRow).toMatchObject({ state: "pending", handed_off_at: null });
+    clock.advance(10_000);
+    expect(await outbox.tick()).toBe(0);
+    expect(await outbox.tick()).toBe(0);
+    expect(logger.lines.filter((l) => l.level === "warn")).toHaveLength(1); // one line per outage
+
+    await privateRedis.restart();
+    await waitUntilReady(redis);
+    expect(await queue.queue.getJob(deliveryId)).toBeUndefined(); // Redis came back empty
+    const handed = await outbox.tick();
+
+    expect(handed).toBe(1);
+    const job = await queue.queue.getJob(deliveryId);
+    expect(job?.name).toBe("vote.create");
+    expect(job?.data).toEqual({ deliveryId });
+    const [row] = await deliveriesOf(t.db, botId);
+    expect(row?.handed_off_at?.toISOString()).toBe(clock.now().toISOString());
+    expect(logger.lines.some((l) => l.level === "info" && /resumed/.test(l.msg ?? ""))).toBe(true);
+  });
+
+  it("when a handed-off job is lost (Redis restarted empty), then it is handed off again only once it is stale", async () => {
+    const { deliveryId } = await castWithWebhook();
+    expect(await queue.queue.getJob(deliveryId)).toBeDefined();
+    await privateRedis.restart();
+    await waitUntilReady(redis);
+    const outbox = relay();
+
+    clock.advance(STALE_MS - 1);
+    const beforeStale = await outbox.tick();
+    clock.advance(1);
+    const atStale = await outbox.tick();
+
+    expect(beforeStale).toBe(0);
+    expect(atStale).toBe(1);
+    expect((await queue.queue.getJob(deliveryId))?.data).toEqual({ deliveryId });
+  });
+
+  it("when the request path already handed a delivery off, then the relay leaves it alone", async () => {
+    const { deliveryId } = await castWithWebhook();
+    const outbox = relay();
+    clock.advance(10_000);
+
+    expect(await outbox.tick()).toBe(0);
+    expect(await queue.queue.getJob(deliveryId)).toBeDefined();
+  });
+
+  it("when a delivery was never handed off, then the relay waits for the grace period before taking it", async () => {
+    const id = await insertDelivery();
+    const outbox = relay();
+
+    const early = await outbox.tick();
+    clock.advance(5_000);
+    const later = await outbox.tick();
+
+    expect(early).toBe(0);
+    expect(later).toBe(1);
+    expect(await queue.queue.getJob(id)).toBeDefined();
+  });
+
+  it("when deliveries are delivered or failed, then the relay never hands them off", async () => {
+    const delivered = await insertDelivery({ state: "delivered" });
+    const failed = await insertDelivery({ state: "failed" });
+    const outbox = relay();
+    clock.advance(10 * STALE_MS);
+
+    expect(await outbox.tick()).toBe(0);
+    expect(await queue.queue.getJob(delivered)).toBeUndefined();
+    expect(await queue.queue.getJob(failed)).toBeUndefined();
+  });
+
+  it("when two relays (two replicas) tick at once, then each delivery is claimed by exactly one of them", async () => {
+    const ids = await Promise.all(Array.from({ length: 30 }, () => insertDelivery()));
+    clock.advance(5_000);
+    const a = relay({ batchSize: 7 });
+    const b = relay({ batchSize: 7 });
+
+    const [fromA, fromB] = await Promise.all([a.tick(), b.tick()]);
+
+    expect(fromA + fromB).toBe(30);
+    const jobs = await Promise.all(ids.map((id) => queue.queue.getJob(id)));
+    expect(jobs.every((job) => job !== undefined)).toBe(true);
+  });
+
+  it("when deliveries are pending, then backlog reports their count and how overdue the oldest is", async () => {
+    await insertDelivery({ handedOffAt: clock.now() });
+    clock.advance(1_000);
+    await insertDelivery({ handedOffAt: clock.now() });
+    clock.advance(2_500);
+
+    const backlog = await relay().backlog();
+
+    expect(backlog).toEqual({ pending: 2, oldestAgeMs: 3_500 });
+  });
+
+  it("when the relay is started and stopped, then it ticks on its own and stop waits for the tick", async () => {
+    const id = await insertDelivery();
+    clock.advance(5_000);
+    const outbox = createOutboxRelay({ db: t.db, queue, clock, logger: silent, intervalMs: 50 });
+
+    outbox.start();
+    const deadline = Date.now() + 5_000;
+    while (outbox.stats().handedOff === 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    await outbox.stop();
+    const ticks = outbox.stats().ticks;
+    await new Promise((r) => setTimeout(r, 150));
+
+    expect(await queue.queue.getJob(id)).toBeDefined();
+    expect(outbox.stats().ticks).toBe(ticks); // no tick after stop
+  });
+});

@@ -1,0 +1,77 @@
+/** Shared arrangement of the vote and outbox tests: an app on a test database and a test queue. */
+import type { Db } from "@botdir/db";
+import { testRedisPrefix } from "@botdir/db/testing";
+import type { Clock, Logger } from "@botdir/schema";
+import { Redis } from "ioredis";
+import { createApp } from "../../src/app.js";
+import { createDeliveryQueue, type DeliveryQueue } from "../../src/outbox/queue.js";
+
+export const INTERNAL_KEY = "internal-key-for-tests-0123456789";
+
+export const silent: Logger = { info() {}, warn() {}, error() {} };
+
+/** A logger that keeps its lines, to assert on what was (not) logged. */
+export function capturingLogger(): Logger & { lines: { level: string; msg: string | undefined }[] } {
+  const lines: { level: string; msg: string | undefined }[] = [];
+  return {
+    lines,
+    info: (_obj, msg) => void lines.push({ level: "info", msg }),
+    warn: (_obj, msg) => void lines.push({ level: "warn", msg }),
+    error: (_obj, msg) => void lines.push({ level: "error", msg }),
+  };
+}
+
+/** A fail-fast connection, as main.ts creates it; resolves once it is ready. */
+export async function fastRedis(url: string): Promise<Redis> {
+  const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 1_000 });
+  redis.on("error", () => {});
+  await waitUntilReady(redis);
+  return redis;
+}
+
+export async function waitUntilReady(redis: Redis, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (redis.status !== "ready") {
+    if (Date.now() > deadline) throw new Error(`Redis connection not ready (status ${redis.status})`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** A queue under a key prefix of its own (the BullMQ prefix must not end with ':'). */
+export function testQueue(db: Db, redis: Redis, logger: Logger = silent): DeliveryQueue {
+  return createDeliveryQueue({ db, redis, prefix: `${testRedisPrefix()}bull`, logger });
+}
+
+export function ingestApp(deps: { db: Db; redis: Redis; clock: Clock; deliveryQueue?: DeliveryQueue }) {
+  return createApp({ ...deps, logger: silent, internalApiKey: INTERNAL_KEY });
+}
+
+export async function setWebhook(db: Db, botId: string, url = "http://127.0.0.1:9/hook"): Promise<void> {
+  await db.pool.query("UPDATE bots SET webhook_url = $2 WHERE id = $1", [botId, url]);
+}
+
+export interface DeliveryRow {
+  id: string;
+  state: string;
+  attempts_made: number;
+  next_attempt_at: Date;
+  handed_off_at: Date | null;
+  created_at: Date;
+}
+
+export async function deliveriesOf(db: Db, botId: string): Promise<DeliveryRow[]> {
+  const { rows } = await db.pool.query<DeliveryRow>(
+    `SELECT id, state, attempts_made, next_attempt_at, handed_off_at, created_at
+       FROM webhook_deliveries WHERE bot_id = $1 ORDER BY created_at, id`,
+    [botId],
+  );
+  return rows;
+}
+
+export async function logCount(db: Db, botId: string, userId?: string): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM vote_log WHERE bot_id = $1 AND ($2::text IS NULL OR user_id = $2)",
+    [botId, userId ?? null],
+  );
+  return rows[0]?.n ?? 0;
+}

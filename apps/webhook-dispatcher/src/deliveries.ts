@@ -1,0 +1,264 @@
+/**
+ * PostgreSQL side of a delivery: claiming an attempt and recording its outcome. PostgreSQL is the
+ * truth; a BullMQ job only says "look at this delivery now".
+ *
+ * Claim (one transaction, the delivery row locked):
+ * - not pending (delivered, failed, unknown)             -> nothing to do;
+ * - an attempt holds an unexpired lease                   -> busy until the lease ends;
+ * - an attempt's lease expired while still pending        -> that process died mid-attempt: record
+ *   the attempt as `interrupted` (it counts as one of the five), schedule the next one like any
+ *   failed attempt, or mark the delivery failed after the fifth;
+ * - next_attempt_at is still ahead                        -> too early;
+ * - the bot has no webhook configured any more           -> failed, no attempt made;
+ * - otherwise: attempts_made + 1, lease = now + leaseMs   -> claimed, attempt number = attempts_made.
+ *
+ * Record (one transaction): the attempt row and the new state, only while the claim is still ours
+ * (same attempt number and lease). A claim that was taken over (our lease expired and another
+ * replica recorded the attempt as interrupted) records nothing: never a second success, never a
+ * sixth attempt.
+ */
+import type { Db } from "@botdir/db";
+import { WEBHOOK_MAX_ATTEMPTS } from "@botdir/schema";
+import type { AttemptOutcome } from "./http-client.js";
+import { type RetryDelays, retryDelayMs } from "./schedule.js";
+
+export interface DeliveryTarget {
+  deliveryId: string;
+  botId: string;
+  userId: string;
+  votedAt: Date;
+  url: string;
+  /** Decrypted inside the claim: a secret that cannot be decrypted aborts the claim. */
+  secret: string;
+}
+
+export type ClaimResult =
+  | { kind: "done"; reason: "not_found" | "delivered" | "failed" | "no_webhook" | "exhausted" }
+  | { kind: "busy"; until: Date }
+  | { kind: "early"; at: Date }
+  | { kind: "claimed"; attemptNumber: number; leaseUntil: Date; target: DeliveryTarget };
+
+export type RecordResult =
+  | { kind: "delivered" }
+  | { kind: "retry"; nextAttemptAt: Date }
+  | { kind: "failed" }
+  | { kind: "superseded" };
+
+export interface ClaimOptions {
+  now: Date;
+  /** How long the claim protects the attempt: the HTTP timeout plus a margin. */
+  leaseMs: number;
+  /** A job that fires this little before next_attempt_at still runs (clock skew between hosts). */
+  earlySlackMs: number;
+  retryDelays: RetryDelays;
+  /** Decrypts bots.webhook_secret_encrypted; throwing rolls the claim back (no attempt used). */
+  decryptSecret: (stored: string) => string;
+}
+
+/** The part of a pg client used here (the dispatcher reaches pg only through @botdir/db). */
+interface PoolClient {
+  query<R extends object = object>(
+    text: string,
+    values?: unknown[],
+  ): Promise<{ rows: R[]; rowCount: number | null }>;
+}
+
+interface DeliveryRow {
+  state: "pending" | "delivered" | "failed";
+  attempts_made: number;
+  next_attempt_at: Date;
+  lease_until: Date | null;
+  attempt_started_at: Date | null;
+  bot_id: string;
+  user_id: string;
+  voted_at: Date;
+  webhook_url: string | null;
+  webhook_secret_encrypted: string | null;
+}
+
+async function inTransaction<T>(db: Db, work: (client: PoolClient) => Promise<T>): Promise<T> {
+  const client = await db.pool.connect();
+  try {
+    await client.query("BEGIN");
+    const result = await work(client);
+    await client.query("COMMIT");
+    return result;
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+export async function claimAttempt(db: Db, deliveryId: string, options: ClaimOptions): Promise<ClaimResult> {
+  const { now } = options;
+  return inTransaction(db, async (client) => {
+    const found = await client.query<DeliveryRow>(
+      `SELECT d.state, d.attempts_made, d.next_attempt_at, d.lease_until, d.attempt_started_at,
+              d.bot_id, v.user_id, v.voted_at, b.webhook_url, b.webhook_secret_encrypted
+         FROM webhook_deliveries d
+         JOIN vote_log v ON v.id = d.vote_id
+         JOIN bots b ON b.id = d.bot_id
+        WHERE d.id = $1
+          FOR UPDATE OF d`,
+      [deliveryId],
+    );
+    const row = found.rows[0];
+    if (!row) return { kind: "done", reason: "not_found" };
+    if (row.state !== "pending") return { kind: "done", reason: row.state };
+
+    if (row.lease_until) {
+      if (row.lease_until.getTime() > now.getTime()) return { kind: "busy", until: row.lease_until };
+      const after = await recordInterrupted(client, deliveryId, row, options);
+      if (after === "failed") return { kind: "done", reason: "exhausted" };
+    }
+
+    if (row.attempts_made >= WEBHOOK_MAX_ATTEMPTS) {
+      await finish(client, deliveryId, "failed", now);
+      return { kind: "done", reason: "exhausted" };
+    }
+    if (row.next_attempt_at.getTime() > now.getTime() + options.earlySlackMs) {
+      return { kind: "early", at: row.next_attempt_at };
+    }
+    if (!row.webhook_url || !row.webhook_secret_encrypted) {
+      await finish(client, deliveryId, "failed", now);
+      return { kind: "done", reason: "no_webhook" };
+    }
+
+    const secret = options.decryptSecret(row.webhook_secret_encrypted);
+    const attemptNumber = row.attempts_made + 1;
+    const leaseUntil = new Date(now.getTime() + options.leaseMs);
+    await client.query(
+      `UPDATE webhook_deliveries
+          SET attempts_made = $2, lease_until = $3, attempt_started_at = $4, updated_at = $4
+        WHERE id = $1`,
+      [deliveryId, attemptNumber, leaseUntil, now],
+    );
+    return {
+      kind: "claimed",
+      attemptNumber,
+      leaseUntil,
+      target: {
+        deliveryId,
+        botId: row.bot_id,
+        userId: row.user_id,
+        votedAt: row.voted_at,
+        url: row.webhook_url,
+        secret,
+      },
+    };
+  });
+}
+
+/**
+ * The attempt whose lease expired counts as made and failed: it is recorded as `interrupted` and the
+ * next one scheduled like after any failure (`row` is updated in place), or the delivery fails.
+ */
+async function recordInterrupted(
+  client: PoolClient,
+  deliveryId: string,
+  row: DeliveryRow,
+  options: ClaimOptions,
+): Promise<"failed" | "rescheduled"> {
+  const attemptNumber = row.attempts_made;
+  const attemptedAt = row.attempt_started_at ?? row.lease_until ?? options.now;
+  if (attemptNumber >= 1) {
+    await client.query(
+      `INSERT INTO webhook_attempts
+            (delivery_id, bot_id, attempt_number, status_code, error_kind, duration_ms, attempted_at)
+     VALUES ($1, $2, $3, NULL, 'interrupted', 0, $4)
+     ON CONFLICT (delivery_id, attempt_number) DO NOTHING`,
+      [deliveryId, row.bot_id, attemptNumber, attemptedAt],
+    );
+  }
+  const delay = attemptNumber >= 1 ? retryDelayMs(options.retryDelays, attemptNumber) : 0;
+  if (delay === null) {
+    await finish(client, deliveryId, "failed", options.now);
+    return "failed";
+  }
+  const nextAttemptAt = new Date(options.now.getTime() + delay);
+  await client.query(
+    `UPDATE webhook_deliveries
+        SET lease_until = NULL, attempt_started_at = NULL, next_attempt_at = $2, updated_at = $3
+      WHERE id = $1`,
+    [deliveryId, nextAttemptAt, options.now],
+  );
+  row.lease_until = null;
+  row.attempt_started_at = null;
+  row.next_attempt_at = nextAttemptAt;
+  return "rescheduled";
+}
+
+async function finish(
+  client: PoolClient,
+  deliveryId: string,
+  state: "delivered" | "failed",
+  now: Date,
+): Promise<void> {
+  await client.query(
+    `UPDATE webhook_deliveries
+        SET state = $2, completed_at = $3, lease_until = NULL, attempt_started_at = NULL, updated_at = $3
+      WHERE id = $1`,
+    [deliveryId, state, now],
+  );
+}
+
+export interface RecordInput {
+  deliveryId: string;
+  botId: string;
+  attemptNumber: number;
+  leaseUntil: Date;
+  attemptedAt: Date;
+  outcome: AttemptOutcome;
+  now: Date;
+  retryDelays: RetryDelays;
+}
+
+export async function recordAttempt(db: Db, input: RecordInput): Promise<RecordResult> {
+  const { outcome, now } = input;
+  const delay = outcome.ok ? null : retryDelayMs(input.retryDelays, input.attemptNumber);
+  const result: RecordResult = outcome.ok
+    ? { kind: "delivered" }
+    : delay === null
+      ? { kind: "failed" }
+      : { kind: "retry", nextAttemptAt: new Date(now.getTime() + delay) };
+  return inTransaction(db, async (client) => {
+    const state = result.kind === "retry" ? "pending" : result.kind;
+    const updated = await client.query(
+      `UPDATE webhook_deliveries
+          SET state = $4,
+              next_attempt_at = COALESCE($5, next_attempt_at),
+              completed_at = $6,
+              lease_until = NULL,
+              attempt_started_at = NULL,
+              updated_at = $7
+        WHERE id = $1 AND state = 'pending' AND attempts_made = $2 AND lease_until = $3`,
+      [
+        input.deliveryId,
+        input.attemptNumber,
+        input.leaseUntil,
+        state,
+        result.kind === "retry" ? result.nextAttemptAt : null,
+        result.kind === "retry" ? null : now,
+        now,
+      ],
+    );
+    if (updated.rowCount !== 1) return { kind: "superseded" } as const;
+    await client.query(
+      `INSERT INTO webhook_attempts
+              (delivery_id, bot_id, attempt_number, status_code, error_kind, duration_ms, attempted_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+      [
+        input.deliveryId,
+        input.botId,
+        input.attemptNumber,
+        outcome.statusCode,
+        outcome.errorKind,
+        outcome.durationMs,
+        input.attemptedAt,
+      ],
+    );
+    return result;
+  });
+}

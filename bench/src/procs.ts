@@ -1,0 +1,119 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+    server.on("error", reject);
+  });
+}
+
+export interface Proc {
+  name: string;
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** Starts `node --import tsx <entry>` with env; resolves when `ready()` says so. */
+export async function startNode(
+  name: string,
+  entry: string,
+  env: Record<string, string>,
+  args: string[] = [],
+): Promise<Proc> {
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, entry), ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr?.on("data", (c) => {
+    stderr = (stderr + c).slice(-4000);
+  });
+  child.stdout?.on("data", () => {});
+  child.on("exit", (code) => {
+    if (code && code !== 0) process.stderr.write(`[bench] ${name} exited ${code}: ${stderr}\n`);
+  });
+  return {
+    name,
+    child,
+    stop: () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+        setTimeout(() => child.kill("SIGKILL"), 10_000).unref();
+      }),
+  };
+}
+
+export async function waitForHttp(url: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const res = await fetch(url);
+      if (res.ok) return;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) throw new Error(`${url} did not come up`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** Resident set size of a process in MB (Linux /proc). */
+export function rssMb(pid: number | undefined): number {
+  if (!pid) return 0;
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    return Math.round((kb / 1024) * 10) / 10;
+  } catch {
+    return 0;
+  }
+}
+
+/** A private redis-server on a free port (keeps nothing on disk). */
+export async function startRedis(): Promise<{ url: string; stop(): Promise<void> }> {
+  const port = await freePort();
+  const child = spawn(
+    "redis-server",
+    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+    {
+      stdio: "ignore",
+    },
+  );
+  const url = `redis://127.0.0.1:${port}`;
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const sock = net.connect(port, "127.0.0.1");
+      sock.on("connect", () => {
+        sock.end();
+        resolve(true);
+      });
+      sock.on("error", () => resolve(false));
+    });
+    if (ok) break;
+    if (Date.now() > deadline) throw new Error("redis-server did not start");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    url,
+    stop: () =>
+      new Promise((resolve) => {
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+      }),
+  };
+}

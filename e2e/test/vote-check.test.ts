@@ -1,0 +1,100 @@
+/**
+ * A vote cast on vote-ingest is what the public API reports: /check and /votes give the same
+ * instant, to the millisecond, and the window reopens after 12 hours on the same clock.
+ */
+import {
+  createTestDatabase,
+  randomUserId,
+  seedBot,
+  type TestDatabase,
+  testRedisPrefix,
+  testRedisUrl,
+} from "@botdir/db/testing";
+import { type Logger, ManualClock } from "@botdir/schema";
+import type { Express } from "express";
+import { Redis } from "ioredis";
+import request from "supertest";
+import { createApp as createApi } from "../../apps/api/src/app.js";
+import { createApp as createIngest } from "../../apps/vote-ingest/src/app.js";
+import { createDeliveryQueue, type DeliveryQueue } from "../../apps/vote-ingest/src/outbox/queue.js";
+
+const KEY = "e2e-internal-key-0123456789abcdef";
+const silent: Logger = { info() {}, warn() {}, error() {} };
+
+let t: TestDatabase;
+let redis: Redis;
+let queue: DeliveryQueue;
+let clock: ManualClock;
+let ingest: Express;
+let api: Express;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  redis = new Redis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  redis.on("error", () => {});
+  if (redis.status !== "ready") await new Promise((resolve) => redis.once("ready", resolve));
+  clock = new ManualClock("2026-11-21T09:15:30.789Z");
+  const prefix = testRedisPrefix();
+  queue = createDeliveryQueue({ db: t.db, redis, prefix: `${prefix}bull`, logger: silent });
+  ingest = createIngest({
+    db: t.db,
+    redis,
+    clock,
+    logger: silent,
+    internalApiKey: KEY,
+    deliveryQueue: queue,
+  });
+  api = createApi({ db: t.db, redis, clock, logger: silent, redisPrefix: prefix });
+});
+
+afterAll(async () => {
+  await queue.queue.obliterate({ force: true });
+  await queue.close();
+  redis.disconnect();
+  await t.drop();
+});
+
+const cast = (botId: string, userId: string) =>
+  request(ingest)
+    .post("/internal/v1/votes")
+    .set("Authorization", KEY)
+    .send({ bot_id: botId, user_id: userId });
+
+describe("vote cast on vote-ingest, read through the API", () => {
+  it("when a vote is cast, then /check reports the window and /votes the log entry with the same votedAt", async () => {
+    const bot = await seedBot(t.db);
+    const auth = { Authorization: bot.token ?? "" };
+    const userId = randomUserId();
+
+    const cast201 = await cast(bot.id, userId);
+    const check = await request(api).get(`/api/v1/bots/${bot.id}/check`).query({ userId }).set(auth);
+    const votes = await request(api).get(`/api/v1/bots/${bot.id}/votes`).set(auth);
+
+    expect(cast201.status).toBe(201);
+    expect(check.status).toBe(200);
+    expect(check.body).toEqual({
+      voted: 1,
+      hasVoted: true,
+      votedAt: cast201.body.vote.voted_at,
+      nextVoteAt: cast201.body.nextVoteAt,
+    });
+    expect(check.body.votedAt).toBe("2026-11-21T09:15:30.789Z");
+    expect(votes.status).toBe(200);
+    expect(votes.body.votes).toEqual([{ user_id: userId, voted_at: "2026-11-21T09:15:30.789Z" }]);
+  });
+
+  it("when 12 hours pass on the shared clock, then /check reports outside the window and a new vote is accepted", async () => {
+    const bot = await seedBot(t.db);
+    const auth = { Authorization: bot.token ?? "" };
+    const userId = randomUserId();
+    const first = await cast(bot.id, userId);
+
+    clock.set(first.body.nextVoteAt);
+    const check = await request(api).get(`/api/v1/bots/${bot.id}/check`).query({ userId }).set(auth);
+    const again = await cast(bot.id, userId);
+
+    expect(check.body).toEqual({ voted: 0, hasVoted: false, votedAt: null, nextVoteAt: null });
+    expect(again.status).toBe(201);
+    expect(again.body.vote.voted_at).toBe(first.body.nextVoteAt);
+  });
+});
