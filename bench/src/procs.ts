@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -30,8 +30,9 @@ export async function startNode(
   entry: string,
   env: Record<string, string>,
   args: string[] = [],
+  nodeArgs: string[] = [],
 ): Promise<Proc> {
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, entry), ...args], {
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", path.join(ROOT, entry), ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -84,7 +85,7 @@ export function rssMb(pid: number | undefined): number {
 }
 
 /** A private redis-server on a free port (keeps nothing on disk). */
-export async function startRedis(): Promise<{ url: string; stop(): Promise<void> }> {
+export async function startRedis(): Promise<{ url: string; pid: number | undefined; stop(): Promise<void> }> {
   const port = await freePort();
   const child = spawn(
     "redis-server",
@@ -110,10 +111,37 @@ export async function startRedis(): Promise<{ url: string; stop(): Promise<void>
   }
   return {
     url,
+    pid: child.pid,
     stop: () =>
       new Promise((resolve) => {
         child.once("exit", () => resolve());
         child.kill("SIGTERM");
       }),
   };
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */
+export function cpuSeconds(pid: number | undefined): number {
+  if (!pid) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100 Hz)
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU seconds of every process whose command name is `comm` (e.g. all PostgreSQL backends). */
+export function cpuSecondsOf(comm: string): number {
+  let total = 0;
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() === comm) total += cpuSeconds(Number(entry));
+    } catch {
+      // process went away
+    }
+  }
+  return total;
 }

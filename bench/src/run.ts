@@ -10,7 +10,17 @@ import path from "node:path";
 import { createSecretBox, hashToken, migrate } from "@botdir/db";
 import pg from "pg";
 import { type LoadResult, load } from "./load.js";
-import { freePort, type Proc, ROOT, rssMb, startNode, startRedis, waitForHttp } from "./procs.js";
+import {
+  cpuSeconds,
+  cpuSecondsOf,
+  freePort,
+  type Proc,
+  ROOT,
+  rssMb,
+  startNode,
+  startRedis,
+  waitForHttp,
+} from "./procs.js";
 
 const BASE_DB = process.env.DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
 const ROUND_S = Number(process.env.BENCH_ROUND_S ?? 5);
@@ -154,13 +164,8 @@ async function main(): Promise<void> {
     const seeded = await seed(dbUrl, receiver.url, encryptionKey);
     log(`seeded ${BOTS} bots with tokens, ${BOTS * 100} votes, ${WEBHOOK_BOTS} bots with webhooks`);
 
-    const [apiPort, ingestPort, dispatcherPort, dispatcher2Port, floorPort] = await Promise.all([
-      freePort(),
-      freePort(),
-      freePort(),
-      freePort(),
-      freePort(),
-    ]);
+    const [apiPort, ingestPort, dispatcherPort, dispatcher2Port, floorPort, apiMetricsPort] =
+      await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
     const common = {
       NODE_ENV: "production",
       LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "warn",
@@ -171,15 +176,33 @@ async function main(): Promise<void> {
       WEBHOOK_ALLOW_PRIVATE_TARGETS: "true",
     };
     const floor = await startNode("floor", "bench/src/floor.ts", {}, [String(floorPort)]);
-    const api = await startNode("api", "apps/api/src/main.ts", { ...common, API_PORT: String(apiPort) });
-    const ingest = await startNode("vote-ingest", "apps/vote-ingest/src/main.ts", {
-      ...common,
-      INGEST_PORT: String(ingestPort),
-    });
-    const dispatcher = await startNode("webhook-dispatcher", "apps/webhook-dispatcher/src/main.ts", {
-      ...common,
-      DISPATCHER_PORT: String(dispatcherPort),
-    });
+    // BENCH_PROFILE=api (or vote-ingest, webhook-dispatcher) writes a V8 CPU profile of that app
+    // to bench/results/profiles/ when it stops (open it in Chrome DevTools or speedscope).
+    const profileArgs = (name: string) =>
+      process.env.BENCH_PROFILE === name
+        ? ["--cpu-prof", `--cpu-prof-dir=${path.join(ROOT, "bench/results/profiles")}`]
+        : [];
+    const api = await startNode(
+      "api",
+      "apps/api/src/main.ts",
+      { ...common, API_PORT: String(apiPort), METRICS_PORT: String(apiMetricsPort) },
+      [],
+      profileArgs("api"),
+    );
+    const ingest = await startNode(
+      "vote-ingest",
+      "apps/vote-ingest/src/main.ts",
+      { ...common, INGEST_PORT: String(ingestPort) },
+      [],
+      profileArgs("vote-ingest"),
+    );
+    const dispatcher = await startNode(
+      "webhook-dispatcher",
+      "apps/webhook-dispatcher/src/main.ts",
+      { ...common, DISPATCHER_PORT: String(dispatcherPort) },
+      [],
+      profileArgs("webhook-dispatcher"),
+    );
     procs.push(floor, api, ingest, dispatcher);
     await Promise.all([
       waitForHttp(`http://127.0.0.1:${floorPort}/health`),
@@ -188,11 +211,12 @@ async function main(): Promise<void> {
       waitForHttp(`http://127.0.0.1:${dispatcherPort}/health`),
     ]);
 
+    const dispatcherPids: number[] = [dispatcher.child.pid ?? 0];
     const memory: Record<string, number[]> = { api: [], "vote-ingest": [], "webhook-dispatcher": [] };
     const sampler = setInterval(() => {
       memory.api?.push(rssMb(api.child.pid));
       memory["vote-ingest"]?.push(rssMb(ingest.child.pid));
-      memory["webhook-dispatcher"]?.push(rssMb(dispatcher.child.pid));
+      for (const pid of dispatcherPids) memory["webhook-dispatcher"]?.push(rssMb(pid));
     }, 1_000);
 
     let rr = 0;
@@ -271,33 +295,79 @@ async function main(): Promise<void> {
       },
     };
 
+    /** CPU microseconds per request of each process taking part, measured around our rounds. */
+    type CpuShare = { server: number; postgres: number; redis: number; loadGenerator: number };
+    const cpuOf = (serverPid: number | undefined) => ({
+      server: cpuSeconds(serverPid),
+      postgres: cpuSecondsOf("postgres"),
+      redis: cpuSeconds(redis.pid),
+      loadGenerator: cpuSeconds(process.pid),
+    });
+    const perRequest = (before: CpuShare, after: CpuShare, requests: number): CpuShare => {
+      const us = (k: keyof CpuShare) => Math.round(((after[k] - before[k]) * 1e6) / Math.max(1, requests));
+      return {
+        server: us("server"),
+        postgres: us("postgres"),
+        redis: us("redis"),
+        loadGenerator: us("loadGenerator"),
+      };
+    };
+    const cpu: Record<string, { ours: CpuShare; floor: CpuShare }> = {};
     const table: Record<string, { floor: LoadResult; ours: LoadResult; ratio: number; p99Ratio: number }> =
       {};
-    for (const [name, spec] of Object.entries(paths)) {
+    // BENCH_ONLY="check,stats" runs only the paths whose name contains one of the words.
+    const only = process.env.BENCH_ONLY?.split(",").map((w) => w.trim().toLowerCase());
+    const selected = Object.entries(paths).filter(
+      ([name]) => !only || only.some((w) => name.toLowerCase().includes(w)),
+    );
+    for (const [name, spec] of selected) {
       const floorRuns: LoadResult[] = [];
+      const floorCpu: CpuShare[] = [];
+      const ourCpu: CpuShare[] = [];
       const ourRuns: LoadResult[] = [];
       for (let round = 0; round < ROUNDS; round++) {
-        floorRuns.push(
-          await load({
+        // BENCH_NO_FLOOR=1 (profiling only) skips the floor rounds; ratios are then meaningless.
+        if (process.env.BENCH_NO_FLOOR !== "1") {
+          const before = cpuOf(floor.child.pid);
+          const r = await load({
             url: `http://127.0.0.1:${floorPort}`,
             method: spec.method,
             durationS: ROUND_S,
             connections: CONNECTIONS,
             request: spec.build,
-          }),
-        );
-        ourRuns.push(
-          await load({
-            url: spec.ours,
-            method: spec.method,
-            durationS: ROUND_S,
-            connections: CONNECTIONS,
-            request: spec.build,
-          }),
-        );
+          });
+          floorRuns.push(r);
+          floorCpu.push(perRequest(before, cpuOf(floor.child.pid), r.total));
+        }
+
+        const serverPid = spec.ours.endsWith(`:${ingestPort}`) ? ingest.child.pid : api.child.pid;
+        const before = cpuOf(serverPid);
+        const r = await load({
+          url: spec.ours,
+          method: spec.method,
+          durationS: ROUND_S,
+          connections: CONNECTIONS,
+          request: spec.build,
+        });
+        ourRuns.push(r);
+        ourCpu.push(perRequest(before, cpuOf(serverPid), r.total));
       }
-      const f = average(floorRuns);
+      const f =
+        floorRuns.length > 0
+          ? average(floorRuns)
+          : { rps: 1, p50: 0, p99: 0, non2xx: 0, errors: 0, total: 0 };
       const o = average(ourRuns);
+      const meanCpu = (xs: CpuShare[]): CpuShare => {
+        const m = (k: keyof CpuShare) =>
+          Math.round(xs.reduce((a, x) => a + x[k], 0) / Math.max(1, xs.length));
+        return {
+          server: m("server"),
+          postgres: m("postgres"),
+          redis: m("redis"),
+          loadGenerator: m("loadGenerator"),
+        };
+      };
+      cpu[name] = { ours: meanCpu(ourCpu), floor: meanCpu(floorCpu) };
       table[name] = {
         floor: f,
         ours: o,
@@ -311,6 +381,7 @@ async function main(): Promise<void> {
 
     // Every 2xx of the ingest run must be durably recorded.
     const client = new pg.Client({ connectionString: dbUrl });
+    client.on("error", () => {}); // the scratch database is dropped at the end, even after a failure
     await client.connect();
     const recorded = Number(
       (await client.query("SELECT count(*) FROM vote_log WHERE user_id >= '3000000000000000000'")).rows[0]
@@ -322,6 +393,7 @@ async function main(): Promise<void> {
 
     // The 429 path: one token far over its limit.
     const limited = await load({
+      ...(only && !only.includes("429") ? { amount: CONNECTIONS } : {}),
       url: `http://127.0.0.1:${apiPort}`,
       durationS: ROUND_S,
       connections: CONNECTIONS,
@@ -334,69 +406,89 @@ async function main(): Promise<void> {
       `429 path: ${limited.rps} req/s, p99 ${limited.p99} ms, non-2xx ${limited.non2xx} of ${limited.total}`,
     );
 
-    // Vote -> webhook: throughput with 1 then 2 dispatcher replicas, then latency at 500 votes/s.
-    let webhookVoter = 0;
-    const castVotes = (amount: number, rate?: number) =>
-      load({
-        url: `http://127.0.0.1:${ingestPort}`,
-        method: "POST",
-        durationS: rate ? Math.ceil(amount / rate) : 60,
-        connections: CONNECTIONS,
-        overallRate: rate,
-        request: () => ({
-          path: "/internal/v1/votes",
-          headers: { authorization: internalKey },
-          body: `{"bot_id":"${seeded.webhookBots[webhookVoter % WEBHOOK_BOTS]}","user_id":"${4000000000000000000n + BigInt(webhookVoter++)}"}`,
-        }),
-      });
+    // Vote -> webhook. Throughput: votes are cast while no dispatcher runs (the jobs wait in the
+    // queue), then N dispatchers start and we time the drain to the local receiver. Latency: one
+    // dispatcher, votes cast at a steady 500/s, time from voted_at to receipt.
     const deliveries: Record<string, { votes: number; delivered: number; perSecond: number }> = {};
-    async function throughput(label: string, votes: number) {
-      receiver.reset();
+    let latency = { p50: Number.NaN, p99: Number.NaN, samples: 0 };
+    const runWebhook = !only || only.includes("webhook");
+    let webhookVoter = 0;
+    const voteRequest = () => ({
+      path: "/internal/v1/votes",
+      headers: { authorization: internalKey },
+      body: `{"bot_id":"${seeded.webhookBots[webhookVoter % WEBHOOK_BOTS]}","user_id":"${4000000000000000000n + BigInt(webhookVoter++)}"}`,
+    });
+    const dispatcherPorts = [dispatcherPort, dispatcher2Port];
+    const startDispatchers = async (n: number) => {
+      const started: Proc[] = [];
+      for (let i = 0; i < n; i++) {
+        const port = dispatcherPorts[i] as number;
+        const d = await startNode(
+          `webhook-dispatcher-${i + 1}`,
+          "apps/webhook-dispatcher/src/main.ts",
+          { ...common, DISPATCHER_PORT: String(port) },
+          [],
+          i === 0 ? profileArgs("webhook-dispatcher") : [],
+        );
+        started.push(d);
+        procs.push(d);
+      }
+      await Promise.all(dispatcherPorts.slice(0, n).map((p) => waitForHttp(`http://127.0.0.1:${p}/health`)));
+      dispatcherPids.splice(0, dispatcherPids.length, ...started.map((d) => d.child.pid ?? 0));
+      return started;
+    };
+    async function waitDelivered(target: number, timeoutMs: number): Promise<void> {
+      const deadline = Date.now() + timeoutMs;
+      while (receiver.received() < target && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+    }
+    async function throughput(label: string, replicas: number, votes: number) {
       const before = receiver.received();
-      const castStart = Date.now();
       await load({
         url: `http://127.0.0.1:${ingestPort}`,
         method: "POST",
         durationS: 120,
         connections: CONNECTIONS,
-        request: () => ({
-          path: "/internal/v1/votes",
-          headers: { authorization: internalKey },
-          body: `{"bot_id":"${seeded.webhookBots[webhookVoter % WEBHOOK_BOTS]}","user_id":"${4000000000000000000n + BigInt(webhookVoter++)}"}`,
-        }),
+        request: voteRequest,
         amount: votes,
       });
-      const deadline = Date.now() + 60_000;
-      while (receiver.received() - before < votes && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 50));
+      receiver.reset();
+      const started = await startDispatchers(replicas);
+      await waitDelivered(before + votes, 120_000);
       const delivered = receiver.received() - before;
       const { first, last } = receiver.window();
-      const seconds = Math.max(0.001, (last - Math.min(first || castStart, castStart)) / 1000);
+      const seconds = Math.max(0.001, (last - first) / 1000);
       deliveries[label] = { votes, delivered, perSecond: Math.round(delivered / seconds) };
       log(
-        `vote → webhook, ${label}: ${delivered}/${votes} delivered, ${deliveries[label].perSecond} deliveries/s`,
+        `vote → webhook, ${label}: ${delivered}/${votes} delivered, ${deliveries[label].perSecond} deliveries/s (queue drain, first to last receipt)`,
+      );
+      await Promise.all(started.map((d) => d.stop()));
+    }
+    if (runWebhook) {
+      await dispatcher.stop();
+      await throughput("1 dispatcher", 1, 10_000);
+      await throughput("2 dispatchers", 2, 10_000);
+      await startDispatchers(1);
+      receiver.reset();
+      const before = receiver.received();
+      await load({
+        url: `http://127.0.0.1:${ingestPort}`,
+        method: "POST",
+        durationS: 10,
+        connections: CONNECTIONS,
+        overallRate: 500,
+        request: voteRequest,
+      });
+      await waitDelivered(before + 5_000, 10_000);
+      latency = {
+        p50: percentile(receiver.latencies, 50),
+        p99: percentile(receiver.latencies, 99),
+        samples: receiver.latencies.length,
+      };
+      log(
+        `vote → webhook latency at 500 votes/s, 1 dispatcher: p50 ${latency.p50} ms, p99 ${latency.p99} ms (${latency.samples} deliveries)`,
       );
     }
-    await throughput("1 dispatcher", 5_000);
-    const dispatcher2 = await startNode("webhook-dispatcher-2", "apps/webhook-dispatcher/src/main.ts", {
-      ...common,
-      DISPATCHER_PORT: String(dispatcher2Port),
-    });
-    procs.push(dispatcher2);
-    await waitForHttp(`http://127.0.0.1:${dispatcher2Port}/health`);
-    await throughput("2 dispatchers", 5_000);
-
-    receiver.reset();
-    await castVotes(5_000, 500);
-    await new Promise((r) => setTimeout(r, 2_000));
-    const latency = {
-      p50: percentile(receiver.latencies, 50),
-      p99: percentile(receiver.latencies, 99),
-      samples: receiver.latencies.length,
-    };
-    log(
-      `vote → webhook latency at 500 votes/s: p50 ${latency.p50} ms, p99 ${latency.p99} ms (${latency.samples} deliveries)`,
-    );
     clearInterval(sampler);
     await client.end();
     await receiver.close();
@@ -422,6 +514,7 @@ async function main(): Promise<void> {
         logLevel: common.LOG_LEVEL,
       },
       paths: table,
+      cpuMicrosecondsPerRequest: cpu,
       ingestDurability: { acknowledged: ingestOk, recorded },
       rateLimited: limited,
       webhook: { throughput: deliveries, latencyAt500PerSecond: latency },
@@ -444,6 +537,12 @@ async function main(): Promise<void> {
         "|---|---|---|---|---|---|---|",
         ...rows,
         "",
+        "CPU µs per request (ours: server / postgres / redis / load generator; floor: server / load generator)",
+        ...Object.entries(cpu).map(
+          ([name, c]) =>
+            `  ${name}: ${c.ours.server} / ${c.ours.postgres} / ${c.ours.redis} / ${c.ours.loadGenerator}; floor ${c.floor.server} / ${c.floor.loadGenerator}`,
+        ),
+        "",
         `ingest durability: ${recorded} recorded of ${ingestOk} acknowledged`,
         `vote → webhook: ${Object.entries(deliveries)
           .map(([k, v]) => `${k} ${v.perSecond}/s`)
@@ -460,4 +559,9 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+try {
+  await main();
+} catch (error) {
+  process.stderr.write(`[bench] failed: ${(error as Error).stack ?? String(error)}\n`);
+  process.exit(1);
+}

@@ -10,27 +10,52 @@ import { parseEnv } from "@botdir/schema";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import type { z } from "zod";
 import { ApiEnv } from "../../apps/api/src/env.js";
+import { createApiMetrics } from "../../apps/api/src/metrics.js";
 import { IngestEnv } from "../../apps/vote-ingest/src/env.js";
+import { createIngestMetrics } from "../../apps/vote-ingest/src/metrics.js";
 import { DispatcherEnv } from "../../apps/webhook-dispatcher/src/env.js";
+import { createDispatcherMetrics } from "../../apps/webhook-dispatcher/src/metrics.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const read = (file: string) => readFileSync(path.join(root, file), "utf8");
 
 type AnyObject = Record<string, unknown>;
 
-const APPS: Record<string, { schema: z.ZodObject; portVar: string; port: number; health: string }> = {
-  api: { schema: ApiEnv as unknown as z.ZodObject, portVar: "API_PORT", port: 3000, health: "/api/health" },
+const APPS: Record<
+  string,
+  {
+    schema: z.ZodObject;
+    portVar: string;
+    port: number;
+    health: string;
+    metricsVar: string;
+    metricsPort: number;
+  }
+> = {
+  api: {
+    schema: ApiEnv as unknown as z.ZodObject,
+    portVar: "API_PORT",
+    port: 3000,
+    health: "/api/health",
+    // The API port is public: GET /metrics has its own internal listener.
+    metricsVar: "METRICS_PORT",
+    metricsPort: 9464,
+  },
   "vote-ingest": {
     schema: IngestEnv as unknown as z.ZodObject,
     portVar: "INGEST_PORT",
     port: 3001,
     health: "/health",
+    metricsVar: "INGEST_PORT",
+    metricsPort: 3001,
   },
   "webhook-dispatcher": {
     schema: DispatcherEnv as unknown as z.ZodObject,
     portVar: "DISPATCHER_PORT",
     port: 3002,
     health: "/health",
+    metricsVar: "DISPATCHER_PORT",
+    metricsPort: 3002,
   },
 };
 
@@ -89,6 +114,25 @@ describe("docker/compose.yml", () => {
     }
   });
 
+  it.each(Object.keys(APPS))(
+    "serves %s's metrics on the port its env schema reads, and never publishes the API's metrics port",
+    (name) => {
+      const app = APPS[name]!;
+      const service = compose.services[name] as { environment: Record<string, string>; ports?: string[] };
+      const raw = Object.fromEntries(
+        Object.entries(service.environment).map(([k, v]) => [k, interpolate(String(v), k)]),
+      );
+      const env = parseEnv(app.schema, raw) as Record<string, unknown>;
+      expect(env[app.metricsVar]).toBe(app.metricsPort);
+      if (app.metricsVar !== app.portVar) {
+        for (const published of service.ports ?? [])
+          expect(published).not.toMatch(new RegExp(`:${app.metricsPort}$`));
+        const expose = (compose.services[name]?.expose ?? []) as string[];
+        expect(expose.map(Number)).toContain(app.metricsPort);
+      }
+    },
+  );
+
   it("lets the dispatcher's replica count be configured on its own", () => {
     const deploy = compose.services["webhook-dispatcher"]?.deploy as { replicas: string };
     expect(deploy.replicas).toMatch(/DISPATCHER_REPLICAS/);
@@ -116,6 +160,16 @@ describe("docker/Dockerfile", () => {
     expect(section).toContain(`COPY --from=build --chown=node:node /out/${name} /app`);
     expect(dockerfile).toContain(`pnpm deploy --filter @botdir/${name} --prod --legacy /out/${name}`);
   });
+
+  it.each(Object.keys(APPS))(
+    "target %s exposes its metrics port with the env variable the code reads",
+    (name) => {
+      const app = APPS[name]!;
+      const section = dockerfile.split(/^FROM /m).find((s) => s.startsWith(`runtime AS ${name}\n`)) ?? "";
+      expect(section).toMatch(new RegExp(`^EXPOSE .*\\b${app.metricsPort}\\b`, "m"));
+      expect(section).toMatch(new RegExp(`^ENV .*\\b${app.metricsVar}=${app.metricsPort}\\b`, "m"));
+    },
+  );
 
   it("runs as a non-root user with tini as PID 1 and production dependencies only", () => {
     expect(dockerfile).toMatch(/^USER node$/m);
@@ -174,6 +228,28 @@ describe("infra (kustomize)", () => {
     },
   );
 
+  it.each(Object.keys(APPS))(
+    "the %s pods carry Prometheus scrape annotations for the port and path the code serves metrics on",
+    (name) => {
+      const app = APPS[name]!;
+      const deployment = byKind("Deployment").find((d) => (d.metadata as AnyObject).name === name) as {
+        spec: {
+          template: {
+            metadata: { annotations: Record<string, string> };
+            spec: { containers: { ports: { name: string; containerPort: number }[] }[] };
+          };
+        };
+      };
+      const { annotations } = deployment.spec.template.metadata;
+      expect(annotations["prometheus.io/scrape"]).toBe("true");
+      expect(annotations["prometheus.io/path"]).toBe("/metrics");
+      expect(Number(annotations["prometheus.io/port"])).toBe(app.metricsPort);
+      expect(Number(config[app.metricsVar])).toBe(app.metricsPort);
+      const ports = deployment.spec.template.spec.containers[0]?.ports.map((p) => p.containerPort);
+      expect(ports).toContain(app.metricsPort);
+    },
+  );
+
   it("every variable of the shared ConfigMap is accepted by at least one app", () => {
     const all = new Set(Object.values(APPS).flatMap((a) => Object.keys(a.schema.shape)));
     for (const key of Object.keys(config)) expect(all).toContain(key);
@@ -202,5 +278,54 @@ describe("infra (kustomize)", () => {
     expect(scaled.spec.triggers[0]?.metadata.listName).toBe(
       `${DEFAULT_QUEUE_PREFIX}:${QUEUES.webhookDeliveries}:wait`,
     );
+  });
+});
+
+describe("infra/grafana/botdir-dashboard.json", () => {
+  const dashboard = JSON.parse(read("infra/grafana/botdir-dashboard.json")) as {
+    panels: { type: string; targets?: { expr: string }[] }[];
+  };
+  const exprs = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
+
+  it("queries only series the apps' registries define (with the process series main.ts turns on)", () => {
+    const registries = [
+      createApiMetrics({ processMetrics: true }).registry,
+      createIngestMetrics({
+        outbox: {
+          backlog: async () => ({ pending: 0, oldestAgeMs: 0 }),
+          stats: () => ({ ticks: 0, handedOff: 0, skipped: 0, errors: 0, redisAvailable: true }),
+        },
+      }).registry,
+      createDispatcherMetrics({ queue: { getJobCounts: async () => ({}) } }).registry,
+    ];
+    const defined = new Set(registries.flatMap((r) => r.getMetricsAsArray().map((m) => m.name)));
+    const used = new Set(
+      exprs.flatMap((e) => [...e.matchAll(/\b(botdir_\w+|process_\w+|nodejs_\w+)/g)].map((m) => m[1]!)),
+    );
+    expect(used.size).toBeGreaterThan(10);
+    for (const name of used) {
+      expect({ name, defined: defined.has(name.replace(/_(bucket|sum|count)$/, "")) }).toEqual({
+        name,
+        defined: true,
+      });
+    }
+  });
+
+  it("shows request rate and latency by route, 429s, fail-open, outbox backlog and age, queue depth, outcomes by kind and delivery latency p50/p99", () => {
+    const all = exprs.join("\n");
+    for (const needle of [
+      "sum by (app, route, method) (rate(botdir_http_requests_total",
+      "botdir_http_request_duration_seconds_bucket",
+      'status="429"',
+      "botdir_rate_limit_fail_open_total",
+      "botdir_outbox_pending_deliveries",
+      "botdir_outbox_oldest_due_age_seconds",
+      "botdir_queue_jobs",
+      "sum by (outcome, error_kind) (rate(botdir_webhook_attempts_total",
+      "histogram_quantile(0.5, sum by (le) (rate(botdir_webhook_delivery_latency_seconds_bucket",
+      "histogram_quantile(0.99, sum by (le) (rate(botdir_webhook_delivery_latency_seconds_bucket",
+    ]) {
+      expect(all).toContain(needle);
+    }
   });
 });

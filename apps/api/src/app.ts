@@ -4,6 +4,7 @@ import express, { type Express, type RequestHandler } from "express";
 import type { Redis } from "ioredis";
 import type { ApiContext } from "./context.js";
 import { type BodyLimits, DEFAULT_BODY_LIMITS } from "./http/json-body.js";
+import { type ApiMetrics, createApiMetrics, instrumentLimiter } from "./metrics.js";
 import { registerCheck } from "./routes/check.js";
 import { registerCommands } from "./routes/commands.js";
 import { registerHealth } from "./routes/health.js";
@@ -27,6 +28,8 @@ export interface ApiDeps {
   limiterTimeoutMs?: number;
   /** Largest accepted JSON bodies (default commands 1mb, stats 16kb); larger is a JSON 413. */
   bodyLimits?: Partial<BodyLimits>;
+  /** Prometheus series of this app instance (default: a fresh registry; main.ts serves it). */
+  metrics?: ApiMetrics;
 }
 
 export const DEFAULT_REDIS_PREFIX = "botdir:";
@@ -44,19 +47,23 @@ function collapseSlashes(): RequestHandler {
 /** Wires middleware and routes; nothing else. */
 export function createApp(deps: ApiDeps): Express {
   const prefix = deps.redisPrefix ?? DEFAULT_REDIS_PREFIX;
+  const metrics = deps.metrics ?? createApiMetrics();
   const ctx: ApiContext = {
     db: deps.db,
     clock: deps.clock,
     logger: deps.logger,
     bodyLimits: { ...DEFAULT_BODY_LIMITS, ...deps.bodyLimits },
-    limiter: createRateLimiter({
-      redis: deps.redis,
-      prefix,
-      limits: deps.limits,
-      timeoutMs: deps.limiterTimeoutMs,
-      logger: deps.logger,
-      clock: deps.clock,
-    }),
+    limiter: instrumentLimiter(
+      createRateLimiter({
+        redis: deps.redis,
+        prefix,
+        limits: deps.limits,
+        timeoutMs: deps.limiterTimeoutMs,
+        logger: deps.logger,
+        clock: deps.clock,
+      }),
+      metrics,
+    ),
     caches: createCaches({ redis: deps.redis, prefix, logger: deps.logger }),
   };
 
@@ -65,7 +72,7 @@ export function createApp(deps: ApiDeps): Express {
   app.set("etag", false);
   app.set("trust proxy", true);
   app.use(requestId());
-  app.use(requestLog(deps.logger));
+  app.use(requestLog(deps.logger, metrics.http));
   app.use(collapseSlashes());
 
   const router = express.Router();

@@ -8,6 +8,11 @@ export const ApiEnv = z.object({
   REDIS_URL: EnvFields.REDIS_URL,
   DB_POOL_MAX: EnvFields.DB_POOL_MAX,
   API_PORT: EnvFields.port(3000),
+  /**
+   * Internal listener of GET /metrics. The API port is public, so metrics are never served there;
+   * expose this port to Prometheus only (never publish it).
+   */
+  METRICS_PORT: EnvFields.port(9464),
 });
 export type ApiEnv = z.output<typeof ApiEnv>;
 

@@ -1,16 +1,20 @@
 import { createServer } from "node:http";
 import { createDb } from "@botdir/db";
-import { closeServer, listen, onShutdown, systemClock } from "@botdir/schema";
+import { closeServer, listen, loggerOptions, onShutdown, systemClock } from "@botdir/schema";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { createApp } from "./app.js";
 import { loadEnv } from "./env.js";
+import { createApiMetrics, createMetricsApp } from "./metrics.js";
 
 const env = loadEnv();
-const logger = pino({ name: "api", level: env.LOG_LEVEL });
+const logger = pino(loggerOptions("api", env.LOG_LEVEL));
 const db = createDb({ url: env.DATABASE_URL, poolMax: env.DB_POOL_MAX });
 // Fail fast while Redis is down (the limiter fails open) instead of queueing commands.
+// Auto-pipelining sends the limiter commands of concurrent requests in one write (this is not a
+// BullMQ connection, where it must stay off).
 const redis = new Redis(env.REDIS_URL, {
+  enableAutoPipelining: true,
   enableOfflineQueue: false,
   maxRetriesPerRequest: 1,
   connectTimeout: 2_000,
@@ -18,12 +22,16 @@ const redis = new Redis(env.REDIS_URL, {
 });
 redis.on("error", () => {}); // reconnects by itself; health reports it
 
-const server = createServer(createApp({ db, redis, clock: systemClock, logger }));
+const metrics = createApiMetrics({ processMetrics: true });
+const server = createServer(createApp({ db, redis, clock: systemClock, logger, metrics }));
+const metricsServer = createServer(createMetricsApp(metrics.registry, logger));
 await listen(server, env.API_PORT);
-logger.info({ port: env.API_PORT }, "api listening");
+await listen(metricsServer, env.METRICS_PORT);
+logger.info({ port: env.API_PORT, metricsPort: env.METRICS_PORT }, "api listening");
 
 onShutdown(logger, [
   { name: "http", run: () => closeServer(server) },
+  { name: "metrics", run: () => closeServer(metricsServer) },
   { name: "redis", run: () => redis.quit() },
   { name: "postgres", run: () => db.close() },
 ]);

@@ -3,6 +3,7 @@ import {
   type Clock,
   errorHandler,
   type Logger,
+  metricsHandler,
   notFound,
   type Resolver,
   requestId,
@@ -10,6 +11,7 @@ import {
 } from "@botdir/schema";
 import express, { type Express } from "express";
 import type { Redis } from "ioredis";
+import { createIngestMetrics, type IngestMetrics } from "./metrics.js";
 import type { DeliveryQueue } from "./outbox/queue.js";
 import { registerBotManagement } from "./routes/bots.js";
 import { registerHealth } from "./routes/health.js";
@@ -30,18 +32,22 @@ export interface IngestDeps {
   allowPrivateTargets?: boolean;
   /** Resolves webhook host names when a URL is set (default: the system resolver; null skips DNS). */
   webhookResolver?: Resolver | null;
+  /** Prometheus series of this app instance, served at GET /metrics (default: a fresh registry). */
+  metrics?: IngestMetrics;
 }
 
 /** Wires middleware and routes of the internal listener; nothing else. */
 export function createApp(deps: IngestDeps): Express {
+  const metrics = deps.metrics ?? createIngestMetrics();
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
   app.use(requestId());
-  app.use(requestLog(deps.logger));
+  app.use(requestLog(deps.logger, metrics.http));
 
   const router = express.Router();
   registerHealth(router, deps);
+  router.get("/metrics", metricsHandler(metrics.registry));
   registerVotes(router, { votes: createVotes(deps), internalApiKey: deps.internalApiKey });
   registerBotManagement(router, deps);
   app.use(router);

@@ -1,16 +1,24 @@
 import { createServer } from "node:http";
 import { createDb } from "@botdir/db";
-import { closeServer, DEFAULT_QUEUE_PREFIX, listen, onShutdown, systemClock } from "@botdir/schema";
+import {
+  closeServer,
+  DEFAULT_QUEUE_PREFIX,
+  listen,
+  loggerOptions,
+  onShutdown,
+  systemClock,
+} from "@botdir/schema";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { createApp } from "./app.js";
 import { loadEnv } from "./env.js";
+import { createIngestMetrics } from "./metrics.js";
 import { createDeliveryQueue } from "./outbox/queue.js";
 import { createOutboxRelay } from "./outbox/relay.js";
 import { secretBoxFromKey } from "./services/listings.js";
 
 const env = loadEnv();
-const logger = pino({ name: "vote-ingest", level: env.LOG_LEVEL });
+const logger = pino(loggerOptions("vote-ingest", env.LOG_LEVEL));
 const db = createDb({ url: env.DATABASE_URL, poolMax: env.DB_POOL_MAX });
 const redis = new Redis(env.REDIS_URL, {
   enableOfflineQueue: false,
@@ -38,6 +46,7 @@ const server = createServer(
     deliveryQueue,
     secretBox: secretBoxFromKey(env.SECRET_ENCRYPTION_KEY),
     allowPrivateTargets: env.WEBHOOK_ALLOW_PRIVATE_TARGETS,
+    metrics: createIngestMetrics({ outbox: relay }, { processMetrics: true }),
   }),
 );
 await listen(server, env.INGEST_PORT);

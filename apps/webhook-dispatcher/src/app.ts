@@ -1,5 +1,13 @@
 import type { Db } from "@botdir/db";
-import { errorHandler, type Logger, notFound, requestId, runHealthChecks } from "@botdir/schema";
+import {
+  errorHandler,
+  type Logger,
+  metricsHandler,
+  notFound,
+  type Registry,
+  requestId,
+  runHealthChecks,
+} from "@botdir/schema";
 import express, { type Express } from "express";
 import type { Redis } from "ioredis";
 
@@ -7,9 +15,11 @@ export interface DispatcherHttpDeps {
   db: Db;
   redis: Redis;
   logger: Logger;
+  /** The replica's Prometheus registry, served at GET /metrics (src/metrics.ts). */
+  metrics?: { registry: Registry };
 }
 
-/** The dispatcher's internal listener: GET /health (and metrics, later). */
+/** The dispatcher's internal listener: GET /health and GET /metrics. */
 export function createHttpApp(deps: DispatcherHttpDeps): Express {
   const app = express();
   app.disable("x-powered-by");
@@ -22,6 +32,7 @@ export function createHttpApp(deps: DispatcherHttpDeps): Express {
     res.setHeader("Cache-Control", "no-store");
     res.status(report.ok ? 200 : 503).json(report.body);
   });
+  if (deps.metrics) app.get("/metrics", metricsHandler(deps.metrics.registry));
   app.use(notFound());
   app.use(errorHandler(deps.logger));
   return app;

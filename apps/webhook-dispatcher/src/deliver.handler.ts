@@ -7,6 +7,7 @@ import { type Clock, DeliveryJobData, describeError, type Logger } from "@botdir
 import { claimAttempt, recordAttempt } from "./deliveries.js";
 import { buildDeliveryRequest } from "./delivery-request.js";
 import type { ErrorKind, WebhookSender } from "./http-client.js";
+import type { AttemptRecorder } from "./metrics.js";
 import type { RetryDelays } from "./schedule.js";
 
 export interface DeliverDeps {
@@ -20,6 +21,8 @@ export interface DeliverDeps {
   leaseMs: number;
   /** A job this early (or less) before next_attempt_at still runs. */
   earlySlackMs?: number;
+  /** Counts every recorded attempt (Prometheus); optional so unit tests can leave it out. */
+  metrics?: AttemptRecorder;
 }
 
 export type DeliverResult =
@@ -70,6 +73,7 @@ export function createDeliverHandler(deps: DeliverDeps) {
     const { target, attemptNumber, leaseUntil } = claim;
     const attemptedAt = deps.clock.now();
     const outcome = await deps.send(buildDeliveryRequest({ ...target, deliveryId }));
+    const recordedAt = deps.clock.now();
     const recorded = await recordAttempt(deps.db, {
       deliveryId,
       botId: target.botId,
@@ -77,8 +81,16 @@ export function createDeliverHandler(deps: DeliverDeps) {
       leaseUntil,
       attemptedAt,
       outcome,
-      now: deps.clock.now(),
+      now: recordedAt,
       retryDelays: deps.retryDelays,
+    });
+    deps.metrics?.attempt({
+      outcome: recorded.kind,
+      attemptNumber,
+      errorKind: outcome.errorKind,
+      durationMs: outcome.durationMs,
+      votedAt: target.votedAt,
+      recordedAt,
     });
 
     const log = {

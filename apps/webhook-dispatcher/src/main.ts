@@ -1,14 +1,16 @@
 import { createServer } from "node:http";
 import { createDb, createSecretBox, parseEncryptionKey } from "@botdir/db";
-import { closeServer, listen, onShutdown, systemClock } from "@botdir/schema";
+import { closeServer, listen, loggerOptions, onShutdown, QUEUES, systemClock } from "@botdir/schema";
+import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { createHttpApp } from "./app.js";
 import { loadEnv } from "./env.js";
+import { createDispatcherMetrics } from "./metrics.js";
 import { createDispatcherWorker } from "./worker.js";
 
 const env = loadEnv();
-const logger = pino({ name: "webhook-dispatcher", level: env.LOG_LEVEL });
+const logger = pino(loggerOptions("webhook-dispatcher", env.LOG_LEVEL));
 const key = parseEncryptionKey(env.SECRET_ENCRYPTION_KEY);
 if (!key) {
   process.stderr.write("Invalid environment: SECRET_ENCRYPTION_KEY must be 32 bytes.\n");
@@ -19,9 +21,25 @@ const db = createDb({ url: env.DATABASE_URL, poolMax: env.DB_POOL_MAX });
 // blocking commands and Lua scripts are not batched behind each other.
 const redis = new Redis(env.REDIS_URL, { maxRetriesPerRequest: null, enableAutoPipelining: false });
 redis.on("error", () => {});
+// The queue-depth gauge reads job counts on a fail-fast connection of its own, so a scrape while
+// Redis is down answers at once instead of waiting in the worker connection's offline queue.
+const metricsRedis = new Redis(env.REDIS_URL, {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 1,
+  connectTimeout: 2_000,
+});
+metricsRedis.on("error", () => {});
+const countsQueue = new Queue(QUEUES.webhookDeliveries, {
+  connection: metricsRedis,
+  prefix: env.QUEUE_PREFIX,
+  skipWaitingForReady: true,
+  skipVersionCheck: true,
+});
+countsQueue.on("error", () => {});
+const metrics = createDispatcherMetrics({ queue: countsQueue, processMetrics: true });
 
 const worker = createDispatcherWorker(
-  { db, redis, secrets: createSecretBox(key), clock: systemClock, logger },
+  { db, redis, secrets: createSecretBox(key), clock: systemClock, logger, metrics },
   {
     queuePrefix: env.QUEUE_PREFIX,
     concurrency: env.DISPATCHER_CONCURRENCY,
@@ -36,7 +54,7 @@ if (env.WEBHOOK_ALLOW_PRIVATE_TARGETS) {
   logger.warn({}, "WEBHOOK_ALLOW_PRIVATE_TARGETS is on: webhooks may reach http and private addresses");
 }
 
-const server = createServer(createHttpApp({ db, redis, logger }));
+const server = createServer(createHttpApp({ db, redis, logger, metrics }));
 await listen(server, env.DISPATCHER_PORT);
 logger.info(
   { port: env.DISPATCHER_PORT, concurrency: env.DISPATCHER_CONCURRENCY, prefix: env.QUEUE_PREFIX },
@@ -51,7 +69,8 @@ onShutdown(
   [
     { name: "worker", run: () => worker.close() },
     { name: "http", run: () => closeServer(server) },
-    { name: "redis", run: () => redis.quit() },
+    { name: "metrics queue", run: () => countsQueue.close() },
+    { name: "redis", run: () => Promise.all([redis.quit(), metricsRedis.quit()]) },
     { name: "postgres", run: () => db.close() },
   ],
   env.WEBHOOK_TIMEOUT_MS + 10_000,

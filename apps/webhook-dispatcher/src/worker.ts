@@ -18,6 +18,7 @@ import { DelayedError, type Job, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { createDeliverHandler, type DeliverResult } from "./deliver.handler.js";
 import { createWebhookSender } from "./http-client.js";
+import type { AttemptRecorder } from "./metrics.js";
 import { AttemptFailed, createBackoffStrategy, type RetryDelays } from "./schedule.js";
 
 export interface DispatcherConfig {
@@ -43,6 +44,8 @@ export interface DispatcherDeps {
   secrets: SecretBox;
   clock: Clock;
   logger: Logger;
+  /** Prometheus series of this replica (attempt outcomes, durations, delivery latency). */
+  metrics?: AttemptRecorder;
 }
 
 export type DispatcherWorker = Worker<DeliveryJobData, DeliverResult>;
@@ -64,6 +67,7 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     logger: deps.logger,
     retryDelays: config.retryDelays,
     leaseMs: leaseMs(config),
+    metrics: deps.metrics,
     send: createWebhookSender({
       timeoutMs: config.timeoutMs,
       allowPrivateTargets: config.allowPrivateTargets,

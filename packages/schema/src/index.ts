@@ -11,18 +11,38 @@ export {
   closeServer,
   describeError,
   errorHandler,
+  LOG_REDACT_PATHS,
   listen,
+  loggerOptions,
   methodNotAllowed,
   notFound,
   onShutdown,
   requestId,
   requestLog,
   requireJson,
+  scrubSecrets,
   toApiError,
 } from "./http.js";
 export { BotId, isBotId, UserId } from "./ids.js";
 export type { DeliveryHandOff, JobDefinition, JobName } from "./jobs.js";
 export { DEFAULT_QUEUE_PREFIX, DeliveryJobData, deliveryJobOptions, JOBS, QUEUES } from "./jobs.js";
+export type { HttpMetrics, MetricsRegistryOptions, ScrapeSources } from "./metrics.js";
+export {
+  boundedRead,
+  Counter,
+  createHttpMetrics,
+  createMetricsRegistry,
+  createScrapeSources,
+  Gauge,
+  Histogram,
+  HTTP_DURATION_BUCKETS,
+  metricsHandler,
+  Registry,
+  routeBase,
+  routeLabel,
+  SCRAPE_TIMEOUT_MS,
+  UNMATCHED_ROUTE,
+} from "./metrics.js";
 export type { AddressVerdict, Resolver, TargetRules, UrlVerdict } from "./net.js";
 export {
   checkWebhookUrl,

@@ -6,12 +6,19 @@ import { deferredJsonBody } from "../http/json-body.js";
 import { allowOnly } from "../http/methods.js";
 import { authenticatedWrite } from "../http/write.js";
 import { writeCommands } from "../services/bots.js";
-import { findUnstorableText } from "../services/json-text.js";
+import { findUnstorableText, nestedDeeperThan } from "../services/json-text.js";
 
 export const COMMANDS_PATH = "/api/v1/bots/:id/commands";
+/** Deepest nesting of arrays/objects accepted in a commands body (the body object is level 1). */
+export const MAX_BODY_DEPTH = 32;
 
 /** The de-duplicated list (first occurrence of a name kept), or the 400 naming the first problem. */
 export function parseCommands(body: unknown): unknown[] {
+  // Platform commands nest a handful of levels (groups, subcommands, options, choices); anything
+  // far deeper is refused before recursive code (and jsonb) would overflow on it.
+  if (nestedDeeperThan(body, MAX_BODY_DEPTH)) {
+    throw new ApiError("bad_request", "The body is nested too deeply.");
+  }
   const commands = dedupeCommands(parseOrThrow(CommandsBody, body).commands);
   const unstorable = findUnstorableText(commands, ["commands"]);
   if (unstorable !== null) {

@@ -1,6 +1,7 @@
 /**
  * The SQL behind the four bot endpoints. Each hot-path query both authenticates (by token hash,
- * through the unique index) and answers, so a request costs one database round trip. A null
+ * through the unique index) and answers, so a request costs one database round trip.
+ * The hot queries are named, so PostgreSQL parses and plans each once per connection. A null
  * `botId` means "the token's own bot" (the top.gg-style routes without an id in the path).
  */
 import type { Db } from "@botdir/db";
@@ -21,13 +22,14 @@ export async function findVoteWindow(
   tokenHash: string,
   userId: string | null,
 ): Promise<VoteCheckRow | null> {
-  const { rows } = await db.pool.query<{ id: string; voted_at: Date | null }>(
-    `SELECT b.id, w.voted_at
+  const { rows } = await db.pool.query<{ id: string; voted_at: Date | null }>({
+    name: "api.check",
+    text: `SELECT b.id, w.voted_at
        FROM bots b
        LEFT JOIN vote_windows w ON w.bot_id = b.id AND w.user_id = $2
       WHERE b.token_hash = $1 AND b.status = 'approved'`,
-    [tokenHash, userId],
-  );
+    values: [tokenHash, userId],
+  });
   const row = rows[0];
   return row ? { botId: row.id, votedAt: row.voted_at } : null;
 }
@@ -52,8 +54,9 @@ export interface VoteLogPage {
 
 /** The token's bot and its newest `limit` votes from the append-only log, in one query. */
 export async function listVotes(db: Db, tokenHash: string, limit: number): Promise<VoteLogPage | null> {
-  const { rows } = await db.pool.query<{ id: string; user_id: string | null; voted_at: Date | null }>(
-    `SELECT b.id, v.user_id, v.voted_at
+  const { rows } = await db.pool.query<{ id: string; user_id: string | null; voted_at: Date | null }>({
+    name: "api.votes",
+    text: `SELECT b.id, v.user_id, v.voted_at
        FROM bots b
        LEFT JOIN LATERAL (
          SELECT l.id AS vote_id, l.user_id, l.voted_at
@@ -64,8 +67,8 @@ export async function listVotes(db: Db, tokenHash: string, limit: number): Promi
        ) v ON true
       WHERE b.token_hash = $1 AND b.status = 'approved'
       ORDER BY v.voted_at DESC, v.vote_id DESC`,
-    [tokenHash, limit],
-  );
+    values: [tokenHash, limit],
+  });
   const first = rows[0];
   if (!first) return null;
   const votes = rows.flatMap((row) =>
@@ -91,8 +94,9 @@ export async function writeStats(
   db: Db,
   input: { tokenHash: string; botId: string | null; serverCount: number; now: Date },
 ): Promise<WriteResult | null> {
-  const { rows } = await db.pool.query<{ id: string; changed: boolean }>(
-    `WITH old AS (
+  const { rows } = await db.pool.query<{ id: string; changed: boolean }>({
+    name: "api.stats",
+    text: `WITH old AS (
        SELECT id, server_count FROM bots
         WHERE token_hash = $1 AND status = 'approved' AND ($2::varchar IS NULL OR id = $2::varchar)
         FOR UPDATE
@@ -102,8 +106,8 @@ export async function writeStats(
        FROM old
       WHERE b.id = old.id
      RETURNING b.id, old.server_count IS DISTINCT FROM $3::bigint AS changed`,
-    [input.tokenHash, input.botId, input.serverCount, input.now],
-  );
+    values: [input.tokenHash, input.botId, input.serverCount, input.now],
+  });
   const row = rows[0];
   return row ? { botId: row.id, changed: row.changed } : null;
 }
@@ -113,8 +117,9 @@ export async function writeCommands(
   db: Db,
   input: { tokenHash: string; botId: string | null; commands: unknown[]; now: Date },
 ): Promise<WriteResult | null> {
-  const { rows } = await db.pool.query<{ id: string; changed: boolean }>(
-    `WITH old AS (
+  const { rows } = await db.pool.query<{ id: string; changed: boolean }>({
+    name: "api.commands",
+    text: `WITH old AS (
        SELECT id, commands FROM bots
         WHERE token_hash = $1 AND status = 'approved' AND ($2::varchar IS NULL OR id = $2::varchar)
         FOR UPDATE
@@ -124,8 +129,8 @@ export async function writeCommands(
        FROM old
       WHERE b.id = old.id
      RETURNING b.id, old.commands IS DISTINCT FROM $3::jsonb AS changed`,
-    [input.tokenHash, input.botId, JSON.stringify(input.commands), input.now],
-  );
+    values: [input.tokenHash, input.botId, JSON.stringify(input.commands), input.now],
+  });
   const row = rows[0];
   return row ? { botId: row.id, changed: row.changed } : null;
 }

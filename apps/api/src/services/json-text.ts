@@ -30,3 +30,19 @@ export function findUnstorableText(value: unknown, path: (string | number)[] = [
   }
   return null;
 }
+
+/**
+ * Whether a parsed JSON value nests arrays/objects deeper than `max` levels. Iterative, so a body
+ * of 100 000 nested arrays cannot overflow the stack here; checked before anything recursive
+ * (findUnstorableText, JSON.stringify, jsonb) sees the value.
+ */
+export function nestedDeeperThan(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop() as [unknown, number];
+    if (current === null || typeof current !== "object") continue;
+    if (depth + 1 > max) return true;
+    for (const inner of Object.values(current)) stack.push([inner, depth + 1]);
+  }
+  return false;
+}

@@ -1,4 +1,4 @@
-import { methodNotAllowed } from "@botdir/schema";
+import { methodNotAllowed, routeBase } from "@botdir/schema";
 import express, { type Router } from "express";
 import type { IngestDeps } from "../app.js";
 import { requireInternalKey } from "../internal-auth.js";
@@ -30,6 +30,7 @@ export function registerBotManagement(router: Router, deps: BotManagementDeps): 
     ...(deps.webhookResolver === undefined ? {} : { resolver: deps.webhookResolver }),
   });
   const bots = express.Router();
+  bots.use(routeBase(BOTS_PATH)); // route labels of metrics and logs: "/internal/v1/bots/:id/..."
   bots.use(requireInternalKey(deps.internalApiKey));
   bots.use(express.json({ limit: "16kb" }));
 

@@ -95,7 +95,12 @@ export function createVotes(deps: VotesDeps) {
       // Milliseconds: the column is timestamptz(3), and the instant is the same everywhere.
       const now = clock.now();
       const votedAt = now.toISOString();
-      const { rows } = await db.pool.query<CastRow>(CAST_VOTE_SQL, [botId, userId, votedAt, randomUUID()]);
+      // Named: PostgreSQL parses and plans the statement once per connection.
+      const { rows } = await db.pool.query<CastRow>({
+        name: "ingest.cast-vote",
+        text: CAST_VOTE_SQL,
+        values: [botId, userId, votedAt, randomUUID()],
+      });
       const row = rows[0];
       if (!row?.bot_found) throw new ApiError("not_found", MESSAGES.botNotFound);
 

@@ -1,0 +1,79 @@
+/**
+ * The API's Prometheus series. The API port is public, so /metrics is NOT served there: main.ts
+ * serves this registry on a second, internal listener (METRICS_PORT) that only Prometheus reaches.
+ */
+import {
+  Counter,
+  createHttpMetrics,
+  createMetricsRegistry,
+  errorHandler,
+  type HttpMetrics,
+  type Logger,
+  type MetricsRegistryOptions,
+  metricsHandler,
+  notFound,
+  type Registry,
+} from "@botdir/schema";
+import express, { type Express } from "express";
+import { LIMITED_ENDPOINTS, type LimitedEndpoint, type RateLimiter } from "./services/ratelimit.js";
+
+export interface ApiMetrics {
+  registry: Registry;
+  http: HttpMetrics;
+  /** `botdir_rate_limit_rejections_total{endpoint}`, one child per endpoint. */
+  rejections: Record<LimitedEndpoint, { inc(): void }>;
+  /** `botdir_rate_limit_fail_open_total{endpoint}`, one child per endpoint. */
+  failOpen: Record<LimitedEndpoint, { inc(): void }>;
+}
+
+export function createApiMetrics(options: MetricsRegistryOptions = {}): ApiMetrics {
+  const registry = createMetricsRegistry("api", options);
+  const rejections = new Counter({
+    name: "botdir_rate_limit_rejections_total",
+    help: "Requests over the token's per-endpoint budget (answered 429 unless 401/404 came first).",
+    labelNames: ["endpoint"],
+    registers: [registry],
+  });
+  const failOpen = new Counter({
+    name: "botdir_rate_limit_fail_open_total",
+    help: "Requests let through unlimited because the limiter's Redis failed or was too slow.",
+    labelNames: ["endpoint"],
+    registers: [registry],
+  });
+  const children = (counter: Counter<"endpoint">) =>
+    Object.fromEntries(
+      LIMITED_ENDPOINTS.map((endpoint) => {
+        const child = counter.labels({ endpoint });
+        child.inc(0); // every endpoint's series exists from the start, so rate() works at once
+        return [endpoint, child];
+      }),
+    ) as Record<LimitedEndpoint, { inc(): void }>;
+  return {
+    registry,
+    http: createHttpMetrics(registry),
+    rejections: children(rejections),
+    failOpen: children(failOpen),
+  };
+}
+
+/** Counts the limiter's refusals and fail-open decisions; the decision itself is unchanged. */
+export function instrumentLimiter(limiter: RateLimiter, metrics: ApiMetrics): RateLimiter {
+  return {
+    async consume(endpoint, key) {
+      const decision = await limiter.consume(endpoint, key);
+      if (decision.kind === "limited") metrics.rejections[endpoint].inc();
+      else if (decision.kind === "unknown") metrics.failOpen[endpoint].inc();
+      return decision;
+    },
+  };
+}
+
+/** The internal metrics listener: GET /metrics, a JSON 404 for anything else. */
+export function createMetricsApp(registry: Registry, logger: Logger): Express {
+  const app = express();
+  app.disable("x-powered-by");
+  app.get("/metrics", metricsHandler(registry));
+  app.use(notFound());
+  app.use(errorHandler(logger));
+  return app;
+}

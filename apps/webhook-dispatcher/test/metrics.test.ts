@@ -1,0 +1,126 @@
+import { createTestDatabase, seedBot, type TestDatabase, testRedisPrefix } from "@botdir/db/testing";
+import { systemClock } from "@botdir/schema";
+import type { Redis } from "ioredis";
+import request from "supertest";
+import { createHttpApp } from "../src/app.js";
+import { createDispatcherMetrics, type DispatcherMetrics } from "../src/metrics.js";
+import { createDispatcherWorker, type DispatcherWorker } from "../src/worker.js";
+import { parseMetrics, sampleValue } from "./prometheus.js";
+import {
+  configureWebhook,
+  handOff,
+  openQueue,
+  type Receiver,
+  secretBox,
+  seedDelivery,
+  silentLogger,
+  startReceiver,
+  testConfig,
+  waitForState,
+  workerRedis,
+} from "./support.js";
+
+let t: TestDatabase;
+let queue: ReturnType<typeof openQueue>;
+let redis: Redis;
+let metrics: DispatcherMetrics;
+let worker: DispatcherWorker;
+let receiver: Receiver;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  const prefix = testRedisPrefix();
+  queue = openQueue(prefix);
+  redis = workerRedis();
+  metrics = createDispatcherMetrics({ queue: queue.queue });
+  worker = createDispatcherWorker(
+    { db: t.db, redis, secrets: secretBox, clock: systemClock, logger: silentLogger, metrics },
+    testConfig(prefix),
+  );
+  await worker.waitUntilReady();
+  // /flaky answers 500 to its first request and 204 afterwards; /ok always 204.
+  receiver = await startReceiver((req, n) => ({ status: req.path === "/flaky" && n === 1 ? 500 : 204 }));
+});
+
+afterAll(async () => {
+  await worker.close();
+  await queue.close();
+  await receiver.close();
+  redis.disconnect();
+  await t.drop();
+});
+
+async function scrape(m: DispatcherMetrics) {
+  const res = await request(createHttpApp({ db: t.db, redis, logger: silentLogger, metrics: m })).get(
+    "/metrics",
+  );
+  expect(res.status).toBe(200);
+  expect(res.headers["content-type"]).toMatch(/^text\/plain; version=0\.0\.4/);
+  return { text: res.text, samples: parseMetrics(res.text) };
+}
+
+async function deliveryTo(path: string, nextAttemptAt?: Date) {
+  const bot = await seedBot(t.db);
+  await configureWebhook(t.db, bot.id, receiver.url(path), "whsec_metrics_secret");
+  const delivery = await seedDelivery(t.db, bot.id, nextAttemptAt ? { nextAttemptAt } : {});
+  await handOff(queue.queue, delivery);
+  return delivery;
+}
+
+describe("webhook-dispatcher GET /metrics", () => {
+  it("when one attempt fails with a 500 and the retry succeeds, then outcomes are counted by error kind and attempt number, with durations, delivery latency and the queue depth", async () => {
+    const ok = await deliveryTo("/ok");
+    const flaky = await deliveryTo("/flaky");
+    const later = await deliveryTo("/ok", new Date(Date.now() + 3_600_000));
+    await waitForState(t.db, ok.id, "delivered");
+    await waitForState(t.db, flaky.id, "delivered");
+
+    const { text, samples } = await scrape(metrics);
+    const attempts = (outcome: string, errorKind: string, attempt: string) =>
+      sampleValue(samples, "botdir_webhook_attempts_total", {
+        app: "webhook-dispatcher",
+        outcome,
+        error_kind: errorKind,
+        attempt,
+      });
+    expect(attempts("retry", "http_status", "1")).toBe(1);
+    expect(attempts("delivered", "none", "1")).toBe(1);
+    expect(attempts("delivered", "none", "2")).toBe(1);
+    expect(attempts("failed", "http_status", "1")).toBeUndefined();
+    expect(
+      sampleValue(samples, "botdir_webhook_attempt_duration_seconds_count", { error_kind: "none" }),
+    ).toBe(2);
+    expect(
+      sampleValue(samples, "botdir_webhook_attempt_duration_seconds_count", { error_kind: "http_status" }),
+    ).toBe(1);
+    expect(sampleValue(samples, "botdir_webhook_delivery_latency_seconds_count", { attempt: "1" })).toBe(1);
+    expect(sampleValue(samples, "botdir_webhook_delivery_latency_seconds_count", { attempt: "2" })).toBe(1);
+    // Measured from the vote (seeded before the hand-off) to the recording of the second attempt.
+    expect(
+      sampleValue(samples, "botdir_webhook_delivery_latency_seconds_sum", { attempt: "2" }),
+    ).toBeGreaterThan(0);
+
+    const depth = (state: string) =>
+      sampleValue(samples, "botdir_queue_jobs", { queue: "webhook-deliveries", state });
+    expect(depth("delayed")).toBe(1); // `later`, due in an hour
+    expect(depth("waiting")).toBe(0);
+    expect(depth("active")).toBe(0);
+    expect(sampleValue(samples, "botdir_metrics_source_up", { source: "queue" })).toBe(1);
+    expect(text).not.toContain(later.id);
+    expect(text).not.toContain("whsec_metrics_secret");
+  });
+
+  it("when the job count does not answer within the scrape timeout, then the scrape still answers, with the queue source down and no stale depth", async () => {
+    const stuck = createDispatcherMetrics({
+      queue: { getJobCounts: () => new Promise(() => {}) },
+      scrapeTimeoutMs: 50,
+    });
+    const { samples } = await scrape(stuck);
+
+    expect(sampleValue(samples, "botdir_metrics_source_up", { source: "queue" })).toBe(0);
+    expect(samples.filter((s) => s.name === "botdir_queue_jobs")).toEqual([]);
+    expect(
+      sampleValue(samples, "botdir_webhook_attempts_total", { outcome: "delivered", attempt: "1" }),
+    ).toBe(0);
+  });
+});
