@@ -1,6 +1,13 @@
 import { createServer } from "node:http";
 import { createDb } from "@botdir/db";
-import { closeServer, listen, loggerOptions, onShutdown, systemClock } from "@botdir/schema";
+import {
+  closeServer,
+  jsonClientErrors,
+  listen,
+  loggerOptions,
+  onShutdown,
+  systemClock,
+} from "@botdir/schema";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { createApp } from "./app.js";
@@ -25,6 +32,7 @@ redis.on("error", () => {}); // reconnects by itself; health reports it
 const metrics = createApiMetrics({ processMetrics: true });
 const server = createServer(createApp({ db, redis, clock: systemClock, logger, metrics }));
 const metricsServer = createServer(createMetricsApp(metrics.registry, logger));
+jsonClientErrors(server);
 await listen(server, env.API_PORT);
 await listen(metricsServer, env.METRICS_PORT);
 logger.info({ port: env.API_PORT, metricsPort: env.METRICS_PORT }, "api listening");

@@ -35,7 +35,7 @@ describe("API metrics (internal METRICS_PORT listener)", () => {
       request(app)
         .get(`/api/v1/bots/${bot.id}/check`)
         .query({ userId: USER })
-        .set({ Authorization: bot.token });
+        .set({ Authorization: bot.token as string });
 
     expect((await check()).status).toBe(200);
     expect((await check()).status).toBe(200);
@@ -66,7 +66,7 @@ describe("API metrics (internal METRICS_PORT listener)", () => {
     const res = await request(app)
       .get(`/api/v1/bots/${bot.id}/check`)
       .query({ userId: USER })
-      .set({ Authorization: bot.token });
+      .set({ Authorization: bot.token as string });
     expect(res.status).toBe(200);
     redis.disconnect();
 
@@ -129,7 +129,7 @@ describe("request logs (pino JSON)", () => {
 
     const res = await request(app)
       .put(`/api/v1/bots/${bot.id}/commands`)
-      .set({ Authorization: bot.token, "X-Request-Id": "req-abc.123" })
+      .set({ Authorization: bot.token as string, "X-Request-Id": "req-abc.123" })
       .send({ commands: [{ name: "ping", description: "Pings" }] });
     expect(res.status).toBe(200);
     await new Promise((r) => setImmediate(r));

@@ -15,6 +15,7 @@ import { createIngestMetrics, type IngestMetrics } from "./metrics.js";
 import type { DeliveryQueue } from "./outbox/queue.js";
 import { registerBotManagement } from "./routes/bots.js";
 import { registerHealth } from "./routes/health.js";
+import { registerOpenApi } from "./routes/openapi.js";
 import { registerVotes } from "./routes/votes.js";
 import { createVotes } from "./services/votes.js";
 
@@ -50,6 +51,7 @@ export function createApp(deps: IngestDeps): Express {
   router.get("/metrics", metricsHandler(metrics.registry));
   registerVotes(router, { votes: createVotes(deps), internalApiKey: deps.internalApiKey });
   registerBotManagement(router, deps);
+  registerOpenApi(router, deps);
   app.use(router);
 
   app.use(notFound());

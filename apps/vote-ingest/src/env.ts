@@ -1,4 +1,4 @@
-import { EnvFields, loadEnvOrExit, parseEnv } from "@botdir/schema";
+import { DEFAULT_QUEUE_PREFIX, EnvFields, loadEnvOrExit, parseEnv } from "@botdir/schema";
 import { z } from "zod";
 
 export const IngestEnv = z
@@ -18,6 +18,8 @@ export const IngestEnv = z
     OUTBOX_RELAY_INTERVAL_MS: z.coerce.number().int().min(50).max(600_000).default(1_000),
     /** A pending delivery due this long ago without progress is handed off again (lost job). */
     OUTBOX_STALE_MS: z.coerce.number().int().min(1_000).max(86_400_000).default(60_000),
+    /** BullMQ key prefix; must be the dispatcher's QUEUE_PREFIX. */
+    QUEUE_PREFIX: z.string().min(1).max(100).default(DEFAULT_QUEUE_PREFIX),
   })
   .superRefine((env, ctx) => {
     if (env.NODE_ENV === "test") return;
@@ -40,6 +42,7 @@ export const CliEnv = z.object({
   REDIS_URL: EnvFields.REDIS_URL,
   SECRET_ENCRYPTION_KEY: EnvFields.encryptionKey.optional(),
   WEBHOOK_ALLOW_PRIVATE_TARGETS: EnvFields.boolean(false),
+  QUEUE_PREFIX: z.string().min(1).max(100).default(DEFAULT_QUEUE_PREFIX),
 });
 export type CliEnv = z.output<typeof CliEnv>;
 

@@ -2,7 +2,7 @@ import { createServer } from "node:http";
 import { createDb } from "@botdir/db";
 import {
   closeServer,
-  DEFAULT_QUEUE_PREFIX,
+  jsonClientErrors,
   listen,
   loggerOptions,
   onShutdown,
@@ -26,7 +26,7 @@ const redis = new Redis(env.REDIS_URL, {
   connectTimeout: 2_000,
 });
 redis.on("error", () => {});
-const deliveryQueue = createDeliveryQueue({ db, redis, prefix: DEFAULT_QUEUE_PREFIX, logger });
+const deliveryQueue = createDeliveryQueue({ db, redis, prefix: env.QUEUE_PREFIX, logger });
 const relay = createOutboxRelay({
   db,
   queue: deliveryQueue,
@@ -49,6 +49,7 @@ const server = createServer(
     metrics: createIngestMetrics({ outbox: relay }, { processMetrics: true }),
   }),
 );
+jsonClientErrors(server);
 await listen(server, env.INGEST_PORT);
 logger.info({ port: env.INGEST_PORT }, "vote-ingest listening");
 relay.start();

@@ -5,6 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Server } from "node:http";
+import type { Duplex } from "node:stream";
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from "express";
 import { ApiError, MESSAGES } from "./errors.js";
 import { type HttpMetrics, routeLabel } from "./metrics.js";
@@ -223,6 +224,31 @@ export function closeServer(server: Server): Promise<void> {
   return new Promise((resolve, reject) => {
     server.close((error) => (error ? reject(error) : resolve()));
     server.closeIdleConnections();
+  });
+}
+
+/**
+ * Requests Node cannot even parse as HTTP (garbage, a body with no length, oversized headers) get
+ * the JSON error body too, instead of Node's plain-text 400, and the connection is closed.
+ */
+export function jsonClientErrors(server: Server): void {
+  server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
+    if (error.code === "ECONNRESET" || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const tooLarge = error.code === "HPE_HEADER_OVERFLOW";
+    const timeout = error.code === "ERR_HTTP_REQUEST_TIMEOUT";
+    const [status, reason, sentence] = tooLarge
+      ? [431, "Request Header Fields Too Large", "The request headers are too large."]
+      : timeout
+        ? [408, "Request Timeout", "The request took too long to arrive."]
+        : [400, "Bad Request", "The request is not valid HTTP."];
+    const body = JSON.stringify({ error: sentence });
+    socket.end(
+      `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
   });
 }
 

@@ -11,6 +11,7 @@ export {
   closeServer,
   describeError,
   errorHandler,
+  jsonClientErrors,
   LOG_REDACT_PATHS,
   listen,
   loggerOptions,
@@ -52,6 +53,15 @@ export {
   systemResolver,
   TargetRefused,
 } from "./net.js";
+export type { JsonObject, SchemaSide } from "./openapi.js";
+export {
+  componentSchemas,
+  ERROR_COMPONENT,
+  errorResponse,
+  jsonContent,
+  schemaRef,
+  toJsonSchema,
+} from "./openapi.js";
 export { ServerCount, ShardCounts, StatsBody, StatsResponse } from "./stats.js";
 export { charLength } from "./text.js";
 export {

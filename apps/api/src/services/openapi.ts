@@ -8,8 +8,14 @@ import {
   COMMAND_LIMITS,
   CommandsBody,
   CommandsResponse,
+  componentSchemas,
   ErrorBody,
+  errorResponse,
   HealthBody,
+  type JsonObject,
+  jsonContent as json,
+  toJsonSchema as jsonSchema,
+  schemaRef as ref,
   StatsBody,
   StatsResponse,
   UserId,
@@ -17,22 +23,7 @@ import {
   VoteCheckResult,
   VotesResponse,
 } from "@botdir/schema";
-import { z } from "zod";
 import { DEFAULT_LIMITS, type LimitedEndpoint, WINDOW_SECONDS } from "./ratelimit.js";
-
-type JsonObject = Record<string, unknown>;
-
-function jsonSchema(schema: z.ZodType, io: "input" | "output"): JsonObject {
-  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, {
-    io,
-    target: "draft-2020-12",
-    unrepresentable: "any",
-  }) as JsonObject;
-  return rest;
-}
-
-const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-const json = (schema: JsonObject) => ({ "application/json": { schema } });
 
 const rateHeaders = {
   "RateLimit-Limit": { description: "Requests allowed per window.", schema: { type: "integer" } },
@@ -46,10 +37,6 @@ const rateHeaders = {
   },
   "RateLimit-Policy": { description: `\`<limit>;w=${WINDOW_SECONDS}\``, schema: { type: "string" } },
 };
-
-function errorResponse(description: string, headers?: JsonObject) {
-  return { description, content: json(ref("Error")), ...(headers ? { headers } : {}) };
-}
 
 function authenticatedErrors(statuses: number[]): JsonObject {
   const all: Record<number, JsonObject> = {
@@ -234,16 +221,16 @@ export function buildOpenApi(): JsonObject {
             "The bot's API token: bare, `Bearer <token>` or `Bot <token>` (scheme names case-insensitive).",
         },
       },
-      schemas: {
-        CommandsBody: jsonSchema(CommandsBody, "input"),
-        CommandsResponse: jsonSchema(CommandsResponse, "output"),
-        StatsBody: jsonSchema(StatsBody, "input"),
-        StatsResponse: jsonSchema(StatsResponse, "output"),
-        VoteCheckResult: jsonSchema(VoteCheckResult, "output"),
-        VotesResponse: jsonSchema(VotesResponse, "output"),
-        Error: jsonSchema(ErrorBody, "output"),
-        Health: jsonSchema(HealthBody, "output"),
-      },
+      schemas: componentSchemas({
+        CommandsBody: [CommandsBody, "input"],
+        CommandsResponse: [CommandsResponse, "output"],
+        StatsBody: [StatsBody, "input"],
+        StatsResponse: [StatsResponse, "output"],
+        VoteCheckResult: [VoteCheckResult, "output"],
+        VotesResponse: [VotesResponse, "output"],
+        Error: [ErrorBody, "output"],
+        Health: [HealthBody, "output"],
+      }),
     },
   };
 }

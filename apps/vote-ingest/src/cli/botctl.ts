@@ -54,7 +54,7 @@ function commands(db: Db, env: CliEnv): Record<string, Handler> {
       const botId = botIdArg(args[0]);
       if (args[1] === undefined) throw new UsageError(`Missing user id. Usage: ${USAGE}`);
       return castVoteFromCli(
-        { db, redisUrl: env.REDIS_URL },
+        { db, redisUrl: env.REDIS_URL, queuePrefix: env.QUEUE_PREFIX },
         botId,
         parseOrThrow(UserId, args[1], "The user id"),
       );

@@ -1,10 +1,8 @@
 import { parseOrThrow, requireJson } from "@botdir/schema";
 import type { Router } from "express";
-import { z } from "zod";
+import { SetWebhookBody } from "../../schemas.js";
 import type { Listings } from "../../services/listings.js";
 import { botIdParam } from "./params.js";
-
-export const SetWebhookBody = z.strictObject({ url: z.string() });
 
 /**
  * PUT /internal/v1/bots/:id/webhook sets the URL and returns a new secret (shown once);

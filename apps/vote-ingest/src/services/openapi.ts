@@ -1,0 +1,287 @@
+/**
+ * The OpenAPI 3.1 description of vote-ingest's internal listener (votes, listing management,
+ * health, metrics), generated from zod schemas with the helpers of @botdir/schema. A test checks
+ * that every route of the app is described here and nothing else, that every status it observes is
+ * documented, and that real responses validate against the documented schemas.
+ */
+import {
+  BotId,
+  CastVoteBody,
+  CastVoteResponse,
+  componentSchemas,
+  ErrorBody,
+  errorResponse,
+  HealthBody,
+  type JsonObject,
+  jsonContent,
+  schemaRef,
+  toJsonSchema,
+  VoteConflict,
+} from "@botdir/schema";
+import {
+  CreateBotBody,
+  DeliveryAttemptsResponse,
+  Listing,
+  BotSummary as ListingSummary,
+  SetWebhookBody,
+  TokenResponse,
+  WebhookClearedResponse,
+  WebhookSetResponse,
+} from "../schemas.js";
+import { ATTEMPTS_SHOWN } from "./listings.js";
+
+const noStore = { "Cache-Control": { schema: { type: "string", const: "no-store" } } };
+
+const BAD_ID =
+  "The bot id is not an application id (`The bot id must be a bot application id (17 to 19 digits).`)";
+const STRAY_BODY =
+  "A JSON body sent anyway is still read: unparsable JSON is a 400 `Invalid JSON body.`, more than 16 kB a 413.";
+
+/** Descriptions of the statuses every keyed endpoint shares; operations add their own sentences. */
+const COMMON: Record<number, string> = {
+  401: "Missing or wrong internal key: `Invalid internal API key.` Checked before the body is read.",
+  500: "PostgreSQL failed; nothing was changed and the call can be retried: `The request could not be completed; retry with backoff.`",
+};
+
+type Errors = Record<number, string | JsonObject>;
+
+function errors(entries: Errors): JsonObject {
+  return Object.fromEntries(
+    Object.entries(entries).map(([status, value]) => [
+      status,
+      typeof value === "string" ? errorResponse(value) : value,
+    ]),
+  );
+}
+
+const idParam = {
+  name: "id",
+  in: "path",
+  required: true,
+  description: "The bot's application id. An invalid id is a 400 naming it (not a 404).",
+  schema: toJsonSchema(BotId, "input"),
+};
+
+function ok(description: string, component: string, headers?: JsonObject): JsonObject {
+  return { description, ...(headers ? { headers } : {}), content: jsonContent(schemaRef(component)) };
+}
+
+function keyed(input: {
+  summary: string;
+  description: string;
+  withId: boolean;
+  body?: string;
+  success: [status: number, response: JsonObject];
+  errors: Errors;
+}): JsonObject {
+  return {
+    summary: input.summary,
+    description: input.description,
+    security: [{ internalKey: [] }],
+    parameters: input.withId ? [idParam] : [],
+    ...(input.body ? { requestBody: { required: true, content: jsonContent(schemaRef(input.body)) } } : {}),
+    responses: {
+      [String(input.success[0])]: input.success[1],
+      ...errors({ 401: COMMON[401]!, ...input.errors }),
+    },
+  };
+}
+
+/** The errors of a bot endpoint that takes no body: bad id, unknown bot, a stray body, PostgreSQL. */
+const bodilessBotErrors = (extra: Errors = {}): Errors => ({
+  400: `${BAD_ID}. ${STRAY_BODY}`,
+  404: "`Bot not found.`",
+  413: `A JSON body larger than 16 kB (this endpoint takes none). ${STRAY_BODY}`,
+  500: COMMON[500]!,
+  ...extra,
+});
+
+function buildPaths(): JsonObject {
+  return {
+    "/internal/v1/votes": {
+      post: keyed({
+        summary: "Cast a vote",
+        description:
+          "Records the vote once (12-hour window per user and bot) together with its webhook delivery, in one transaction, then hands the delivery to the dispatcher's queue. A vote is recorded even when Redis is down (the outbox relay hands it off later). Extra body fields are ignored.",
+        withId: false,
+        body: "CastVoteBody",
+        success: [
+          201,
+          ok(
+            "Recorded; webhook delivery queued when the bot has a webhook URL.",
+            "CastVoteResponse",
+            noStore,
+          ),
+        ],
+        errors: {
+          400: "A missing or malformed id (`user_id must be a user id (17 to 20 digits).`), `Invalid JSON body.`, or `Content-Type must be application/json.`; names the first problem.",
+          404: "`Bot not found.`: unknown bot, or a bot not approved yet.",
+          409: {
+            description:
+              "The user voted for this bot less than 12 hours ago; nothing was written. `nextVoteAt` is when the window reopens.",
+            content: jsonContent(schemaRef("VoteConflict")),
+          },
+          413: "The body is larger than 4 kB: `The request body is too large.`",
+          500: COMMON[500]!,
+        },
+      }),
+    },
+    "/internal/v1/bots": {
+      post: keyed({
+        summary: "Submit a bot",
+        description:
+          "Creates the listing, pending approval, or approved at once with `approve: true`. Unknown fields are refused.",
+        withId: false,
+        body: "CreateBotBody",
+        success: [201, ok("Created.", "BotSummary")],
+        errors: {
+          400: "`id is required.`, `id must be a bot application id (17 to 19 digits).`, `The body has an unknown field: approved.`, `Invalid JSON body.` or `Content-Type must be application/json.`",
+          409: "`A bot with this id already exists.` The existing bot is not changed.",
+          413: "The body is larger than 16 kB: `The request body is too large.`",
+          500: COMMON[500]!,
+        },
+      }),
+    },
+    "/internal/v1/bots/{id}": {
+      get: keyed({
+        summary: "Read the listing",
+        description:
+          "Everything the edit page shows: status, commands, server count, check-in time, webhook URL. Never the token or the webhook secret. Fields are null until set.",
+        withId: true,
+        success: [200, ok("The listing.", "Listing", noStore)],
+        errors: bodilessBotErrors(),
+      }),
+    },
+    "/internal/v1/bots/{id}/approve": {
+      post: keyed({
+        summary: "Approve a bot",
+        description: "Approving an approved bot changes nothing (200, approval time kept).",
+        withId: true,
+        success: [200, ok("Approved.", "BotSummary")],
+        errors: bodilessBotErrors(),
+      }),
+    },
+    "/internal/v1/bots/{id}/token": {
+      post: keyed({
+        summary: "Generate an API token",
+        description:
+          "Returns a new token once; only its hash is stored. The previous token stops working at once, on every API replica.",
+        withId: true,
+        success: [200, ok("The new token, shown once.", "TokenResponse", noStore)],
+        errors: bodilessBotErrors({
+          409: "`The bot is not approved yet; only approved bots get a token.`",
+        }),
+      }),
+    },
+    "/internal/v1/bots/{id}/webhook": {
+      put: keyed({
+        summary: "Set the vote webhook",
+        description:
+          "Stores the URL (https, public host; see docs/management.md for the refused spellings) and generates a new secret every time, also for an unchanged URL. A refused URL changes nothing.",
+        withId: true,
+        body: "SetWebhookBody",
+        success: [200, ok("The stored URL and the new secret, shown once.", "WebhookSetResponse", noStore)],
+        errors: {
+          400: `${BAD_ID}, \`url is required.\`, \`url must be a string.\`, an unknown field, \`Invalid JSON body.\`, \`Content-Type must be application/json.\`, or a refused URL, e.g. \`The webhook URL must use https.\`, \`The webhook URL must name a public host (it points to a loopback address).\``,
+          404: "`Bot not found.`",
+          413: "The body is larger than 16 kB: `The request body is too large.`",
+          500: COMMON[500]!,
+          503: "SECRET_ENCRYPTION_KEY is not configured on this service, so the secret cannot be stored.",
+        },
+      }),
+      delete: keyed({
+        summary: "Clear the vote webhook",
+        description:
+          "Removes the URL and its secret. Idempotent. Votes cast afterwards queue no delivery; attempts already made stay listed.",
+        withId: true,
+        success: [200, ok("Cleared.", "WebhookClearedResponse")],
+        errors: bodilessBotErrors(),
+      }),
+    },
+    "/internal/v1/bots/{id}/webhook/deliveries": {
+      get: keyed({
+        summary: "The last delivery attempts",
+        description: `The ${ATTEMPTS_SHOWN} newest webhook delivery attempts of the bot, newest first, across all its deliveries. \`{"attempts": []}\` when there are none.`,
+        withId: true,
+        success: [200, ok("The attempts.", "DeliveryAttemptsResponse", noStore)],
+        errors: bodilessBotErrors(),
+      }),
+    },
+    "/internal/v1/openapi.json": {
+      get: keyed({
+        summary: "This document",
+        description:
+          "Requires the internal key like every other /internal/v1 endpoint: it describes internal endpoints only.",
+        withId: false,
+        success: [200, { description: "OpenAPI 3.1 document.", content: jsonContent({ type: "object" }) }],
+        errors: {},
+      }),
+    },
+    "/health": {
+      get: {
+        summary: "Health",
+        description: "No credential. Checks PostgreSQL and Redis with short timeouts.",
+        security: [],
+        responses: {
+          "200": ok("The service can serve.", "Health", noStore),
+          "503": ok("A dependency is down; `error` names it.", "Health", noStore),
+        },
+      },
+    },
+    "/metrics": {
+      get: {
+        summary: "Prometheus metrics",
+        description:
+          "No credential (the listener is internal). Prometheus text format; reads of PostgreSQL and Redis are bounded, so a store that is down does not fail the scrape.",
+        security: [],
+        responses: {
+          "200": {
+            description: "The metrics.",
+            headers: noStore,
+            content: { "text/plain": { schema: { type: "string" } } },
+          },
+        },
+      },
+    },
+  };
+}
+
+export function buildOpenApi(): JsonObject {
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Bot Listing Directory: vote-ingest internal API",
+      version: "1.0.0",
+      description:
+        "The internal listener (INGEST_PORT): votes cast by the site and listing management for the edit page. Never expose it to the internet. Errors are the public API's body, `{error}` with one sentence. Another method on a known path is a 405 with an `Allow` header; an unknown path a 404 `No such endpoint.`",
+    },
+    servers: [{ url: "/" }],
+    paths: buildPaths(),
+    components: {
+      securitySchemes: {
+        internalKey: {
+          type: "apiKey",
+          in: "header",
+          name: "Authorization",
+          description:
+            "INTERNAL_API_KEY, bare or as `Bearer <key>`, compared in constant time. Held by the site frontend and operators only.",
+        },
+      },
+      schemas: componentSchemas({
+        CastVoteBody: [CastVoteBody, "input"],
+        CastVoteResponse: [CastVoteResponse, "output"],
+        VoteConflict: [VoteConflict, "output"],
+        CreateBotBody: [CreateBotBody, "input"],
+        BotSummary: [ListingSummary, "output"],
+        TokenResponse: [TokenResponse, "output"],
+        SetWebhookBody: [SetWebhookBody, "input"],
+        WebhookSetResponse: [WebhookSetResponse, "output"],
+        WebhookClearedResponse: [WebhookClearedResponse, "output"],
+        DeliveryAttemptsResponse: [DeliveryAttemptsResponse, "output"],
+        Listing: [Listing, "output"],
+        Error: [ErrorBody, "output"],
+        Health: [HealthBody, "output"],
+      }),
+    },
+  };
+}

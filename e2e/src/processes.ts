@@ -1,0 +1,217 @@
+/**
+ * Fault-test support: the real apps as child processes (`node --import tsx apps/<app>/src/main.ts`)
+ * on free loopback ports, plus polling helpers. Every process started here is registered and
+ * killed by `stopAll()` (call it in afterAll) and, as a last resort, when the test process exits.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
+
+export const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+export type AppName = "api" | "vote-ingest" | "webhook-dispatcher";
+
+const PORT_VARIABLE: Record<AppName, string> = {
+  api: "API_PORT",
+  "vote-ingest": "INGEST_PORT",
+  "webhook-dispatcher": "DISPATCHER_PORT",
+};
+
+const HEALTH_PATH: Record<AppName, string> = {
+  api: "/api/health",
+  "vote-ingest": "/health",
+  "webhook-dispatcher": "/health",
+};
+
+/** A free TCP port on 127.0.0.1 (bound, read, released). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
+    });
+  });
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Polls `probe` every `everyMs` until it returns a truthy value; throws after `timeoutMs`. */
+export async function waitFor<T>(
+  probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  what: string,
+  timeoutMs = 15_000,
+  everyMs = 50,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() > deadline) {
+      const detail = lastError instanceof Error ? ` (last error: ${lastError.message})` : "";
+      throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}${detail}`);
+    }
+    await sleep(everyMs);
+  }
+}
+
+export interface AppProcess {
+  app: AppName;
+  port: number;
+  base: string;
+  child: ChildProcess;
+  /** Everything the process wrote to stdout and stderr so far. */
+  output(): string;
+  /** Resolves with the exit code (null after a signal) once the process has exited. */
+  exited: Promise<number | null>;
+  alive(): boolean;
+  /** SIGKILL, like a crash or an OOM kill; resolves once the process is gone. */
+  kill(): Promise<void>;
+  /** SIGTERM; resolves with the exit code. */
+  stop(): Promise<number | null>;
+  /** Resident set size of the process in bytes (Linux /proc). */
+  rssBytes(): number;
+}
+
+const running = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const child of running) child.kill("SIGKILL");
+});
+
+/** Environment every app gets in fault tests; callers add DATABASE_URL, REDIS_URL and overrides. */
+export function baseEnv(): Record<string, string> {
+  const { NODE_OPTIONS: _jestVmModules, ...inherited } = process.env;
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(inherited)) if (v !== undefined) env[k] = v;
+  return { ...env, NODE_ENV: "test", LOG_LEVEL: "warn" };
+}
+
+/**
+ * Starts `apps/<app>/src/main.ts` on a free port and waits until its health endpoint answers (any
+ * status: a dependency may be down on purpose).
+ */
+export async function startApp(app: AppName, env: Record<string, string>): Promise<AppProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ["--import", "tsx", `apps/${app}/src/main.ts`], {
+    cwd: REPO_ROOT,
+    // METRICS_PORT 0: the api's metrics listener takes a free port, so two api processes never collide.
+    env: { ...baseEnv(), METRICS_PORT: "0", ...env, [PORT_VARIABLE[app]]: String(port) },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  running.add(child);
+  let output = "";
+  const keep = (chunk: Buffer) => {
+    output += chunk.toString();
+    if (output.length > 200_000) output = output.slice(-100_000);
+  };
+  child.stdout?.on("data", keep);
+  child.stderr?.on("data", keep);
+  const exited = new Promise<number | null>((resolve) =>
+    child.once("exit", (code) => {
+      running.delete(child);
+      resolve(code);
+    }),
+  );
+  const alive = () => child.exitCode === null && child.signalCode === null;
+  const base = `http://127.0.0.1:${port}`;
+  const proc: AppProcess = {
+    app,
+    port,
+    base,
+    child,
+    output: () => output,
+    exited,
+    alive,
+    async kill() {
+      if (alive()) child.kill("SIGKILL");
+      await exited;
+    },
+    async stop() {
+      if (alive()) child.kill("SIGTERM");
+      return exited;
+    },
+    rssBytes() {
+      const status = readFileSync(`/proc/${child.pid}/status`, "utf8");
+      const kb = /VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1];
+      if (!kb) throw new Error(`no VmRSS for pid ${child.pid}`);
+      return Number(kb) * 1024;
+    },
+  };
+  try {
+    await waitFor(
+      async () => {
+        if (!alive()) throw new Error(`${app} exited: ${output.slice(-2000)}`);
+        const res = await fetch(`${base}${HEALTH_PATH[app]}`, { signal: AbortSignal.timeout(2_000) });
+        await res.arrayBuffer();
+        return true;
+      },
+      `${app} to listen on ${port}`,
+      30_000,
+      100,
+    );
+  } catch (error) {
+    await proc.kill();
+    throw new Error(`${(error as Error).message}\n${output.slice(-2000)}`);
+  }
+  return proc;
+}
+
+/** Kills every app process this file started that is still running. */
+export async function stopAll(): Promise<void> {
+  await Promise.all(
+    [...running].map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve();
+          child.once("exit", () => resolve());
+          child.kill("SIGKILL");
+        }),
+    ),
+  );
+}
+
+/** A fresh 32-byte SECRET_ENCRYPTION_KEY (hex) and a 32-character INTERNAL_API_KEY. */
+export function freshKeys(): { encryptionKey: Buffer; encryptionKeyHex: string; internalKey: string } {
+  const encryptionKey = randomBytes(32);
+  return {
+    encryptionKey,
+    encryptionKeyHex: encryptionKey.toString("hex"),
+    internalKey: `ik_${randomBytes(16).toString("hex")}`,
+  };
+}
+
+/** fetch with a deadline; returns status, parsed JSON (or null) and the elapsed time. */
+export async function call(
+  url: string,
+  init: { method?: string; headers?: Record<string, string>; body?: unknown; timeoutMs?: number } = {},
+): Promise<{ status: number; body: unknown; text: string; ms: number; headers: Headers }> {
+  const started = Date.now();
+  const headers = {
+    ...(init.body === undefined ? {} : { "content-type": "application/json" }),
+    ...init.headers,
+  };
+  const res = await fetch(url, {
+    method: init.method ?? "GET",
+    headers,
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+    signal: AbortSignal.timeout(init.timeoutMs ?? 10_000),
+  });
+  const text = await res.text();
+  let body: unknown = null;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = null;
+  }
+  return { status: res.status, body, text, ms: Date.now() - started, headers: res.headers };
+}

@@ -1,0 +1,103 @@
+/**
+ * Fault: the dispatcher process is SIGKILLed while an attempt is in flight (the receiver holds the
+ * request open). The vote was cast on the real vote-ingest; the delivery is completed by the
+ * restarted dispatcher, or by a second replica, with at most five attempts and one success.
+ */
+import {
+  createTestDatabase,
+  type PrivateRedis,
+  randomUserId,
+  startRedisServer,
+  type TestDatabase,
+} from "@botdir/db/testing";
+import { type AppProcess, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
+import { type Receiver, startReceiver } from "../../src/receivers.js";
+import { appEnv, attemptsOf, castVote, deliveriesOf, seedWebhookBot } from "../../src/stack.js";
+
+const keys = freshKeys();
+let t: TestDatabase;
+let redis: PrivateRedis;
+let receiver: Receiver;
+let ingest: AppProcess;
+let env: Record<string, string>;
+
+beforeAll(async () => {
+  [t, redis] = await Promise.all([createTestDatabase(), startRedisServer()]);
+  // The first request of each path hangs (the dispatcher is killed while waiting); later ones 204.
+  receiver = await startReceiver((_req, n) => (n === 1 ? "hang" : { status: 204 }));
+  env = appEnv({ databaseUrl: t.url, redisUrl: redis.url, keys }, { WEBHOOK_TIMEOUT_MS: "3000" });
+  ingest = await startApp("vote-ingest", env);
+}, 60_000);
+
+// Each test runs its own dispatchers; none may outlive it and take the next test's jobs.
+const dispatchers: AppProcess[] = [];
+async function startDispatcher(extra: Record<string, string> = {}) {
+  const proc = await startApp("webhook-dispatcher", { ...env, ...extra });
+  dispatchers.push(proc);
+  return proc;
+}
+afterEach(async () => {
+  await Promise.all(dispatchers.splice(0).map((d) => d.kill()));
+});
+
+afterAll(async () => {
+  await stopAll();
+  await redis?.kill();
+  await receiver?.close();
+  await t?.drop();
+});
+
+/** Casts a vote with one dispatcher running, waits for its attempt to hang, then SIGKILLs it. */
+async function castAndKillMidAttempt(path: string, options: { secondReplicaFirst: boolean }) {
+  const bot = await seedWebhookBot(t.db, keys, receiver.url(path));
+  // With a second replica to start while the attempt hangs, the attempt's timeout must outlast
+  // that start-up, or the first replica records a timeout before it is killed.
+  const timeout: Record<string, string> = options.secondReplicaFirst ? { WEBHOOK_TIMEOUT_MS: "8000" } : {};
+  const first = await startDispatcher(timeout);
+  const cast = await castVote(ingest.base, keys.internalKey, bot.id, randomUserId());
+  expect(cast.status).toBe(201);
+  await waitFor(() => receiver.forPath(path).length === 1, "the first attempt to reach the receiver", 20_000);
+  // A second replica that is already running when the first dies (it was not running when the
+  // job was taken, so the first replica is the one holding the request).
+  const replica = options.secondReplicaFirst ? await startDispatcher(timeout) : null;
+  expect(receiver.forPath(path)).toHaveLength(1);
+  await first.kill();
+  return { bot, replica };
+}
+
+async function expectCompletedOnce(botId: string, path: string) {
+  const [delivery] = await waitFor(
+    async () => {
+      const rows = await deliveriesOf(t.db, botId);
+      return rows.length === 1 && rows[0]!.state === "delivered" ? rows : null;
+    },
+    "the delivery to be delivered",
+    30_000,
+    100,
+  );
+  const attempts = await attemptsOf(t.db, delivery!.id);
+  expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([
+    [1, null, "interrupted"],
+    [2, 204, null],
+  ]);
+  expect(attempts.filter((a) => a.errorKind === null)).toHaveLength(1);
+  expect(delivery!.attemptsMade).toBeLessThanOrEqual(5);
+  const received = receiver.forPath(path);
+  expect(received).toHaveLength(2);
+  expect(new Set(received.map((r) => r.headers["x-webhook-delivery"]))).toEqual(new Set([delivery!.id]));
+  expect(received[0]!.body.equals(received[1]!.body)).toBe(true);
+}
+
+describe("dispatcher SIGKILLed mid-attempt, through the full stack", () => {
+  it("when the only dispatcher is killed and restarted, then the vote's delivery completes once: attempt 1 interrupted, attempt 2 delivered", async () => {
+    const { bot } = await castAndKillMidAttempt("/restart", { secondReplicaFirst: false });
+    await startDispatcher();
+    await expectCompletedOnce(bot.id, "/restart");
+  });
+
+  it("when one of two replicas is killed, then the other completes the delivery once, without a restart", async () => {
+    const { bot, replica } = await castAndKillMidAttempt("/replica", { secondReplicaFirst: true });
+    await expectCompletedOnce(bot.id, "/replica");
+    expect(replica?.alive()).toBe(true);
+  });
+});

@@ -1,0 +1,140 @@
+/**
+ * Fault: a private PostgreSQL server (its own data directory and port) is stopped under the three
+ * real apps and started again. Requests never hang, errors are the spec's JSON body, health names
+ * PostgreSQL, and the apps recover by themselves.
+ */
+import { createDb, type Db, migrate } from "@botdir/db";
+import { type PrivateRedis, randomUserId, startRedisServer } from "@botdir/db/testing";
+import { type PrivatePostgres, startPrivatePostgres } from "../../src/postgres.js";
+import { type AppProcess, call, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
+import { type Receiver, startReceiver } from "../../src/receivers.js";
+import { appEnv, castVote, deliveriesOf, seedWebhookBot } from "../../src/stack.js";
+
+const keys = freshKeys();
+let pg: PrivatePostgres;
+let db: Db;
+let redis: PrivateRedis;
+let receiver: Receiver;
+let api: AppProcess;
+let ingest: AppProcess;
+let dispatcher: AppProcess;
+
+beforeAll(async () => {
+  [pg, redis, receiver] = await Promise.all([startPrivatePostgres(), startRedisServer(), startReceiver()]);
+  await migrate(pg.url("botdir"));
+  db = createDb({ url: pg.url("botdir"), poolMax: 2 });
+  const env = appEnv({ databaseUrl: pg.url("botdir"), redisUrl: redis.url, keys });
+  [api, ingest, dispatcher] = await Promise.all([
+    startApp("api", env),
+    startApp("vote-ingest", env),
+    startApp("webhook-dispatcher", env),
+  ]);
+}, 90_000);
+
+afterAll(async () => {
+  await stopAll();
+  await db?.close();
+  await pg?.destroy();
+  await redis?.kill();
+  await receiver?.close();
+});
+
+function expectJsonError(r: { status: number; body: unknown; text: string }, status: number) {
+  expect({ status: r.status, text: r.text }).toEqual({ status, text: expect.any(String) });
+  const body = r.body as Record<string, unknown> | null;
+  expect(body).not.toBeNull();
+  expect(typeof body?.error).toBe("string");
+  expect(String(body?.error)).toMatch(/^[A-Z].*\.$/);
+}
+
+describe("PostgreSQL stopped and started again", () => {
+  it("when PostgreSQL is down, then writes answer a JSON 500 within 2 s, health is 503 naming PostgreSQL, and after it returns the same processes serve again", async () => {
+    const bot = await seedWebhookBot(db, keys, receiver.url("/hook"));
+    const auth = { authorization: bot.token };
+    const stats = () =>
+      call(`${api.base}/api/v1/bots/${bot.id}/stats`, {
+        method: "POST",
+        headers: auth,
+        body: { server_count: 7 },
+      });
+    const commands = () =>
+      call(`${api.base}/api/v1/bots/${bot.id}/commands`, {
+        method: "PUT",
+        headers: auth,
+        body: { commands: [{ name: "ping", description: "Pong." }] },
+      });
+    const createBot = () =>
+      call(`${ingest.base}/internal/v1/bots`, {
+        method: "POST",
+        headers: { authorization: keys.internalKey },
+        body: { id: `1${String(Date.now()).padStart(17, "0")}` },
+      });
+    expect((await stats()).status).toBe(200);
+    expect((await castVote(ingest.base, keys.internalKey, bot.id, randomUserId())).status).toBe(201);
+    await waitFor(() => receiver.requests.length === 1, "the first webhook", 20_000);
+
+    await pg.stop();
+
+    const writes = await Promise.all([
+      stats(),
+      commands(),
+      castVote(ingest.base, keys.internalKey, bot.id, randomUserId()),
+      createBot(),
+    ]);
+    for (const w of writes) {
+      expectJsonError(w, 500);
+      expect(w.ms).toBeLessThan(2_000);
+      expect(w.body).toEqual({ error: "The request could not be completed; retry with backoff." });
+    }
+    const reads = await Promise.all([
+      call(`${api.base}/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`, { headers: auth }),
+      call(`${api.base}/api/v1/bots/${bot.id}/votes`, { headers: auth }),
+    ]);
+    for (const r of reads) {
+      expectJsonError(r, 500);
+      expect(r.ms).toBeLessThan(2_000);
+    }
+    const widget = await call(`${api.base}/widget/${bot.id}.svg`);
+    expect(widget.status).toBe(200);
+
+    const healths = await Promise.all([
+      call(`${api.base}/api/health`),
+      call(`${ingest.base}/health`),
+      call(`${dispatcher.base}/health`),
+    ]);
+    for (const h of healths) {
+      expect(h.status).toBe(503);
+      expect(h.ms).toBeLessThan(2_000);
+      expect(h.body).toEqual({
+        status: "unavailable",
+        checks: { postgres: "down", redis: "ok" },
+        error: "PostgreSQL is unreachable.",
+      });
+    }
+    expect([api.alive(), ingest.alive(), dispatcher.alive()]).toEqual([true, true, true]);
+
+    await pg.start();
+
+    for (const app of [api, ingest, dispatcher]) {
+      const path = app === api ? "/api/health" : "/health";
+      await waitFor(
+        async () => (await call(`${app.base}${path}`)).status === 200,
+        `${app.app} health`,
+        15_000,
+      );
+    }
+    expect((await stats()).status).toBe(200);
+    expect((await commands()).status).toBe(200);
+    expect((await createBot()).status).toBe(201);
+    const voter = randomUserId();
+    expect((await castVote(ingest.base, keys.internalKey, bot.id, voter)).status).toBe(201);
+    await waitFor(
+      () => receiver.requests.some((r) => JSON.parse(r.body.toString()).user_id === voter),
+      "the webhook of a vote cast after recovery",
+      20_000,
+    );
+    // The vote refused with 500 during the outage wrote nothing: two votes, two deliveries.
+    expect((await deliveriesOf(db, bot.id)).length).toBe(2);
+    expect([api.alive(), ingest.alive(), dispatcher.alive()]).toEqual([true, true, true]);
+  });
+});

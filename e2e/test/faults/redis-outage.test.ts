@@ -1,0 +1,145 @@
+/**
+ * Fault: the Redis server is SIGKILLed while the three real apps are under load, then comes back
+ * EMPTY (nothing persisted). PostgreSQL carries the truth, so nothing a client was told succeeded
+ * is lost, and the public endpoints keep answering.
+ */
+import {
+  createTestDatabase,
+  type PrivateRedis,
+  randomUserId,
+  startRedisServer,
+  type TestDatabase,
+} from "@botdir/db/testing";
+import { type AppProcess, call, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
+import { type Receiver, startReceiver } from "../../src/receivers.js";
+import { appEnv, castVote, deliveriesOf, seedWebhookBot } from "../../src/stack.js";
+
+const keys = freshKeys();
+let t: TestDatabase;
+let redis: PrivateRedis;
+let receiver: Receiver;
+let api: AppProcess;
+let ingest: AppProcess;
+
+beforeAll(async () => {
+  [t, redis, receiver] = await Promise.all([createTestDatabase(), startRedisServer(), startReceiver()]);
+  const env = appEnv({ databaseUrl: t.url, redisUrl: redis.url, keys });
+  [api, ingest] = await Promise.all([
+    startApp("api", env),
+    startApp("vote-ingest", env),
+    startApp("webhook-dispatcher", env),
+  ]);
+}, 60_000);
+
+afterAll(async () => {
+  await stopAll();
+  await redis?.kill();
+  await receiver?.close();
+  await t?.drop();
+});
+
+interface Sample {
+  path: string;
+  status: number;
+  ms: number;
+  phase: "before" | "outage" | "after";
+}
+
+describe("Redis killed under load", () => {
+  it("when Redis dies and restarts empty, then /check and /stats answer 2xx throughout, health reports Redis down, a bad token is still 401, and votes cast meanwhile are delivered", async () => {
+    const bot = await seedWebhookBot(t.db, keys, receiver.url("/hook"));
+    const auth = { authorization: `Bearer ${bot.token}` };
+    const voter = randomUserId();
+
+    // Everything works before the fault: a vote reaches the receiver.
+    expect((await castVote(ingest.base, keys.internalKey, bot.id, randomUserId())).status).toBe(201);
+    await waitFor(() => receiver.requests.length === 1, "the first webhook", 20_000);
+
+    let phase: Sample["phase"] = "before";
+    let loading = true;
+    const samples: Sample[] = [];
+    const errors: string[] = [];
+    const loader = async (n: number) => {
+      let i = 0;
+      while (loading) {
+        const stats = (i++ + n) % 2 === 0;
+        const path = stats ? `/api/v1/bots/${bot.id}/stats` : `/api/v1/bots/${bot.id}/check?userId=${voter}`;
+        const at = phase;
+        try {
+          const r = await call(`${api.base}${path}`, {
+            method: stats ? "POST" : "GET",
+            headers: auth,
+            ...(stats ? { body: { server_count: i } } : {}),
+            timeoutMs: 5_000,
+          });
+          samples.push({ path: stats ? "stats" : "check", status: r.status, ms: r.ms, phase: at });
+        } catch (error) {
+          errors.push(`${path}: ${(error as Error).message}`);
+        }
+      }
+    };
+    const load = Promise.all([0, 1, 2, 3].map(loader));
+    await waitFor(() => samples.length >= 20, "load before the fault");
+
+    await redis.kill();
+    phase = "outage";
+    await waitFor(
+      () => samples.filter((s) => s.phase === "outage").length >= 40,
+      "load during the outage",
+      15_000,
+    );
+
+    const health = await call(`${api.base}/api/health`);
+    const badToken = await call(`${api.base}/api/v1/bots/${bot.id}/check?userId=${voter}`, {
+      headers: { authorization: "Bearer not-the-token" },
+    });
+    const outageVoters = [randomUserId(), randomUserId(), randomUserId()];
+    const outageVotes = await Promise.all(
+      outageVoters.map((u) => castVote(ingest.base, keys.internalKey, bot.id, u)),
+    );
+
+    await redis.restart();
+    phase = "after";
+    await waitFor(
+      () => samples.filter((s) => s.phase === "after").length >= 20,
+      "load after the restart",
+      15_000,
+    );
+    loading = false;
+    await load;
+
+    expect(errors).toEqual([]);
+    const refused = samples.filter((s) => s.status !== 200);
+    expect(refused).toEqual([]);
+    expect(samples.filter((s) => s.phase === "outage" && s.path === "check").length).toBeGreaterThan(10);
+    expect(samples.filter((s) => s.phase === "outage" && s.path === "stats").length).toBeGreaterThan(10);
+    expect(Math.max(...samples.map((s) => s.ms))).toBeLessThan(2_000);
+
+    expect(health.status).toBe(503);
+    expect(health.body).toMatchObject({ status: "unavailable", checks: { postgres: "ok", redis: "down" } });
+    expect(typeof (health.body as { error?: unknown }).error).toBe("string");
+    expect(badToken.status).toBe(401);
+    expect(badToken.body).toEqual({ error: "Invalid token." });
+    expect(outageVotes.map((v) => v.status)).toEqual([201, 201, 201]);
+
+    // The votes cast while Redis was down reach the receiver after it came back empty.
+    await waitFor(
+      () =>
+        outageVoters.every((u) => receiver.requests.some((r) => JSON.parse(r.body.toString()).user_id === u)),
+      "the outage votes' webhooks",
+      30_000,
+      100,
+    );
+    const deliveries = await deliveriesOf(t.db, bot.id);
+    await waitFor(
+      async () => (await deliveriesOf(t.db, bot.id)).every((d) => d.state === "delivered"),
+      "all delivered",
+    );
+    expect(deliveries).toHaveLength(4);
+    await waitFor(
+      async () => (await call(`${api.base}/api/health`)).status === 200,
+      "API health to recover",
+      10_000,
+    );
+  });
+});

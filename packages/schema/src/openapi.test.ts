@@ -1,0 +1,39 @@
+import { z } from "zod";
+import { componentSchemas, errorResponse, jsonContent, schemaRef, toJsonSchema } from "./openapi.js";
+
+describe("OpenAPI helpers", () => {
+  it("when a zod schema is converted, then the JSON Schema has no $schema line and follows the side asked for", () => {
+    const Body = z.object({ limit: z.number().default(5) });
+    const input = toJsonSchema(Body, "input");
+    const output = toJsonSchema(Body, "output");
+    expect(input).not.toHaveProperty("$schema");
+    expect(input.required).toBeUndefined(); // a default makes the field optional on input
+    expect(output.required).toEqual(["limit"]); // and always present on output
+    expect(output.additionalProperties).toBe(false);
+  });
+
+  it("when components are built, then each name holds the schema of its side", () => {
+    const Strict = z.strictObject({ id: z.string().regex(/^\d+$/) });
+    const components = componentSchemas({
+      Strict: [Strict, "input"],
+      Out: [z.object({ ok: z.boolean() }), "output"],
+    });
+    expect(Object.keys(components)).toEqual(["Strict", "Out"]);
+    expect(components.Strict).toMatchObject({
+      additionalProperties: false,
+      properties: { id: { pattern: "^\\d+$" } },
+    });
+    expect(components.Out).toMatchObject({ properties: { ok: { type: "boolean" } }, required: ["ok"] });
+  });
+
+  it("when an error response is described, then it refers to the Error component, with headers when given", () => {
+    expect(errorResponse("Nope.")).toEqual({
+      description: "Nope.",
+      content: jsonContent(schemaRef("Error")),
+    });
+    expect(errorResponse("Slow down.", { "Retry-After": {} })).toMatchObject({
+      headers: { "Retry-After": {} },
+    });
+    expect(schemaRef("X")).toEqual({ $ref: "#/components/schemas/X" });
+  });
+});

@@ -1,0 +1,42 @@
+/**
+ * Building blocks of the apps' OpenAPI 3.1 documents (apps/api: the public API; apps/vote-ingest:
+ * the internal endpoints). Schemas come from zod through zod's own z.toJSONSchema: OpenAPI 3.1
+ * schemas are JSON Schema 2020-12, so the output is used as is, minus its `$schema` line.
+ */
+import { z } from "zod";
+
+export type JsonObject = Record<string, unknown>;
+
+/** Which side of a zod schema to describe: what a request may send, or what a response holds. */
+export type SchemaSide = "input" | "output";
+
+/** The JSON Schema (2020-12) of a zod schema, without `$schema`, for use inside an OpenAPI document. */
+export function toJsonSchema(schema: z.ZodType, io: SchemaSide): JsonObject {
+  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, {
+    io,
+    target: "draft-2020-12",
+    unrepresentable: "any",
+  }) as JsonObject;
+  return rest;
+}
+
+/** `components.schemas` from named zod schemas: request bodies as input, responses as output. */
+export function componentSchemas(entries: Record<string, [z.ZodType, SchemaSide]>): JsonObject {
+  return Object.fromEntries(
+    Object.entries(entries).map(([name, [schema, io]]) => [name, toJsonSchema(schema, io)]),
+  );
+}
+
+/** A reference to a component schema. */
+export const schemaRef = (name: string): JsonObject => ({ $ref: `#/components/schemas/${name}` });
+
+/** The `content` of a JSON request or response. */
+export const jsonContent = (schema: JsonObject): JsonObject => ({ "application/json": { schema } });
+
+/** The name of the error body component every document defines (`ErrorBody`). */
+export const ERROR_COMPONENT = "Error";
+
+/** A failure response: the spec's error body `{error}`, optionally with headers. */
+export function errorResponse(description: string, headers?: JsonObject): JsonObject {
+  return { description, content: jsonContent(schemaRef(ERROR_COMPONENT)), ...(headers ? { headers } : {}) };
+}
