@@ -178,10 +178,14 @@ async function main(): Promise<void> {
     const floor = await startNode("floor", "bench/src/floor.ts", {}, [String(floorPort)]);
     // BENCH_PROFILE=api (or vote-ingest, webhook-dispatcher) writes a V8 CPU profile of that app
     // to bench/results/profiles/ when it stops (open it in Chrome DevTools or speedscope).
-    const profileArgs = (name: string) =>
-      process.env.BENCH_PROFILE === name
+    // BENCH_NODE_ARGS="--max-old-space-size=128 ..." adds V8/Node flags to every app process.
+    const appNodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
+    const profileArgs = (name: string) => [
+      ...appNodeArgs,
+      ...(process.env.BENCH_PROFILE === name
         ? ["--cpu-prof", `--cpu-prof-dir=${path.join(ROOT, "bench/results/profiles")}`]
-        : [];
+        : []),
+    ];
     const api = await startNode(
       "api",
       "apps/api/src/main.ts",
@@ -428,7 +432,7 @@ async function main(): Promise<void> {
           "apps/webhook-dispatcher/src/main.ts",
           { ...common, DISPATCHER_PORT: String(port) },
           [],
-          i === 0 ? profileArgs("webhook-dispatcher") : [],
+          i === 0 ? profileArgs("webhook-dispatcher") : appNodeArgs,
         );
         started.push(d);
         procs.push(d);

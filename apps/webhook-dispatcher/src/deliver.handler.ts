@@ -6,14 +6,14 @@ import type { Db, SecretBox } from "@botdir/db";
 import { type Clock, DeliveryJobData, describeError, type Logger } from "@botdir/schema";
 import { claimAttempt, recordAttempt } from "./deliveries.js";
 import { buildDeliveryRequest } from "./delivery-request.js";
-import type { ErrorKind, WebhookSender } from "./http-client.js";
+import type { ErrorKind, SendAttempt } from "./http-client.js";
 import type { AttemptRecorder } from "./metrics.js";
 import type { RetryDelays } from "./schedule.js";
 
 export interface DeliverDeps {
   db: Db;
   secrets: SecretBox;
-  send: WebhookSender;
+  send: SendAttempt;
   clock: Clock;
   logger: Logger;
   retryDelays: RetryDelays;

@@ -11,7 +11,12 @@ export const DispatcherEnv = z.object({
   LOG_LEVEL: EnvFields.LOG_LEVEL,
   DATABASE_URL: EnvFields.DATABASE_URL,
   REDIS_URL: EnvFields.REDIS_URL,
-  DB_POOL_MAX: EnvFields.DB_POOL_MAX,
+  /**
+   * Each attempt holds a connection twice, briefly (one claim statement, one record statement), so
+   * 20 connections keep up with the default 50 attempts in flight; 10 made attempts queue for the
+   * pool at ~1,000 deliveries/s. Keep replicas × DB_POOL_MAX within PostgreSQL's max_connections.
+   */
+  DB_POOL_MAX: EnvFields.DB_POOL_MAX.unwrap().default(20),
   DISPATCHER_PORT: EnvFields.port(3002),
   /** Decrypts webhook secrets: without it nothing can be signed, so it is required everywhere. */
   SECRET_ENCRYPTION_KEY: EnvFields.encryptionKey,

@@ -1,8 +1,36 @@
 /**
- * One HTTP attempt of a webhook delivery: POST the signed bytes, look only at the status line, and
- * classify the outcome. got with its own retries and redirects off and a hard timeout; the target is
- * checked for SSRF at connect time (see @botdir/schema net.ts).
+ * One HTTP attempt of a webhook delivery: POST the signed bytes, classify the outcome by the status
+ * line, with no redirects and a hard deadline.
+ *
+ * The client is got (the design card's choice for outgoing webhooks): one instance, configured once,
+ * with redirects off (a 3xx is a failed attempt of kind `redirect`), its own retries off (the
+ * five-attempt schedule is ours, in PostgreSQL), HTTP errors as plain responses, no decompression
+ * (a body is never inflated), no DNS cache, and `timeout.request` as the attempt's hard deadline
+ * (connect, TLS, request, status line; got reports it as a TimeoutError, recorded as `timeout`).
+ * Its stream API is used, not the promise API, because the promise API buffers the whole reply body
+ * before it resolves: here the status line alone decides, and the body is read only while it is
+ * small and quick (below). got adds no header of its own: ours carry User-Agent (over got's
+ * default), Content-Type and Content-Length, and with `decompress: false` no Accept-Encoding is sent.
+ *
+ * Keep-alive and SSRF safety: got connects through the http/https agents given in `agent`, and Node
+ * lets an agent's own options override the request's, so every new connection goes through the safe
+ * lookup those agents carry (@botdir/schema net.ts): the host is resolved once, refused unless
+ * public, and the socket connects to exactly the checked address. A pooled socket is therefore
+ * always one that was checked when it connected. IP-literal hosts (which Node connects to without a
+ * lookup) are checked before every request by checkTarget.
+ *
+ * Replies and pooled sockets:
+ * - the body is drained in the background, only while it is small (MAX_DRAINED_BODY_BYTES) and
+ *   quick (DRAIN_MS, within the attempt's deadline), so the socket goes back to the pool; anything
+ *   bigger, slower or broken destroys the request and its socket instead. Nothing is buffered, so
+ *   a huge or slow-dripping reply costs neither memory nor time;
+ * - a request that fails on a reused pooled connection before any response (the receiver closed an
+ *   idle keep-alive connection as we sent; got exposes Node's `reusedSocket`) is sent once more, on
+ *   a new connection from agents without keep-alive, within the same attempt and deadline; it is the
+ *   same attempt, as receivers already de-duplicate. A failure on a new connection is never repeated.
  */
+import http from "node:http";
+import https from "node:https";
 import { performance } from "node:perf_hooks";
 import {
   classifyAddress,
@@ -11,7 +39,7 @@ import {
   type Resolver,
   systemResolver,
 } from "@botdir/schema";
-import { got } from "got";
+import got, { type Got } from "got";
 
 /** Why an attempt failed; null in the attempt log means delivered. */
 export type ErrorKind =
@@ -43,9 +71,28 @@ export interface SenderOptions {
   allowPrivateTargets: boolean;
   /** Tests inject a resolver to simulate DNS answers. */
   resolver?: Resolver;
+  /**
+   * An idle pooled connection is closed after this long (default IDLE_SOCKET_MS; Node shortens it
+   * further when the receiver sends `Keep-Alive: timeout=N`). 0 turns keep-alive off.
+   */
+  idleSocketMs?: number;
 }
 
-export type WebhookSender = (request: WebhookRequest) => Promise<AttemptOutcome>;
+/** Sends one attempt; never rejects. */
+export type SendAttempt = (request: WebhookRequest) => Promise<AttemptOutcome>;
+
+/** A SendAttempt with pooled connections; `close()` drops them (at shutdown). */
+export interface WebhookSender {
+  (request: WebhookRequest): Promise<AttemptOutcome>;
+  close(): void;
+}
+
+/** Below the 5 s idle timeout of Node's http server, the most common receiver. */
+export const IDLE_SOCKET_MS = 4_000;
+/** A reply body up to this size is read (and discarded) so the connection can be reused. */
+export const MAX_DRAINED_BODY_BYTES = 64 * 1024;
+/** How long a reply body may take to arrive before the connection is dropped instead. */
+export const DRAIN_MS = 1_000;
 
 const TLS_CODES = new Set([
   "EPROTO",
@@ -96,11 +143,56 @@ export function checkTarget(
   return { ok: true, url };
 }
 
+/** A connection that was closed by the receiver while idle in the pool fails like this. */
+const STALE_SOCKET_CODES = new Set(["ECONNRESET", "EPIPE"]);
+
+function timeoutError(ms: number): Error {
+  return Object.assign(new Error(`No response within ${ms} ms`), { name: "TimeoutError", code: "ETIMEDOUT" });
+}
+
+interface Agents {
+  http: http.Agent;
+  https: https.Agent;
+}
+
+/** The got instance of attempts: everything but the target, the body and the headers is fixed here. */
+function createClient(agent: Agents, timeoutMs: number): Got {
+  return got.extend({
+    method: "POST",
+    agent,
+    http2: false,
+    followRedirect: false,
+    retry: { limit: 0 },
+    throwHttpErrors: false,
+    decompress: false,
+    dnsCache: false,
+    cache: false,
+    timeout: { request: timeoutMs },
+  });
+}
+
 export function createWebhookSender(options: SenderOptions): WebhookSender {
   const rules = { allowPrivate: options.allowPrivateTargets };
-  const dnsLookup = createSafeLookup(rules, options.resolver ?? systemResolver);
+  const lookup = createSafeLookup(rules, options.resolver ?? systemResolver);
+  const idleSocketMs = options.idleSocketMs ?? IDLE_SOCKET_MS;
+  // Every connection, pooled or not, is made by an agent that carries the safe lookup.
+  const pooled = {
+    keepAlive: idleSocketMs > 0,
+    timeout: idleSocketMs > 0 ? idleSocketMs : undefined,
+    scheduling: "lifo" as const,
+    lookup: lookup as never,
+  };
+  const fresh = { keepAlive: false, lookup: lookup as never };
+  const agents = {
+    pooled: { http: new http.Agent(pooled), https: new https.Agent(pooled) },
+    fresh: { http: new http.Agent(fresh), https: new https.Agent(fresh) },
+  };
+  const clients = {
+    pooled: createClient(agents.pooled, options.timeoutMs),
+    fresh: createClient(agents.fresh, options.timeoutMs),
+  };
 
-  return (request) =>
+  const send = (request: WebhookRequest) =>
     new Promise<AttemptOutcome>((resolve) => {
       const started = performance.now();
       const elapsed = () => Math.round(performance.now() - started);
@@ -109,39 +201,74 @@ export function createWebhookSender(options: SenderOptions): WebhookSender {
         resolve({ ok: false, statusCode: null, errorKind: "refused_target", durationMs: elapsed() });
         return;
       }
+      const { url } = target;
+      const headers = { ...request.headers, "Content-Length": String(request.body.length) };
       let settled = false;
       const settle = (outcome: AttemptOutcome) => {
         if (settled) return;
         settled = true;
-        stream.destroy();
         resolve(outcome);
       };
-      const stream = got.stream.post(target.url, {
-        body: request.body,
-        headers: request.headers,
-        followRedirect: false,
-        throwHttpErrors: false,
-        retry: { limit: 0 },
-        timeout: { request: options.timeoutMs },
-        dnsLookup: dnsLookup as never,
-        decompress: false,
-        http2: false,
-      });
-      // Only the status line matters: the body is never read, so a huge or slow-dripping reply
-      // costs nothing. Headers are bounded by Node's max header size and by the timeout.
-      stream.once("response", (response: { statusCode: number }) => {
-        const status = response.statusCode;
-        if (status >= 200 && status < 300) {
-          settle({ ok: true, statusCode: status, errorKind: null, durationMs: elapsed() });
-        } else {
-          const kind: ErrorKind = status >= 300 && status < 400 ? "redirect" : "http_status";
-          settle({ ok: false, statusCode: status, errorKind: kind, durationMs: elapsed() });
-        }
-      });
-      stream.once("error", (error: unknown) => {
+      const fail = (error: unknown) =>
         settle({ ok: false, statusCode: null, errorKind: classifyError(error), durationMs: elapsed() });
-      });
-      // got.stream wants a consumer; the data is discarded as soon as a response arrives.
-      stream.resume();
+
+      const attempt = (retry: boolean) => {
+        // One deadline for the whole attempt (connect, TLS, request, status line), re-send included.
+        const remaining = Math.floor(options.timeoutMs - (performance.now() - started));
+        if (retry && remaining <= 0) {
+          fail(timeoutError(options.timeoutMs));
+          return;
+        }
+        const stream = retry
+          ? clients.fresh.stream(url, { body: request.body, headers, timeout: { request: remaining } })
+          : clients.pooled.stream(url, { body: request.body, headers });
+        let responded = false;
+        let timer: NodeJS.Timeout | undefined;
+        stream.on("error", (error: Error & { code?: string }) => {
+          clearTimeout(timer);
+          if (settled || responded) return; // a broken body drain: the outcome is already known
+          const stale = !retry && stream.reusedSocket === true && STALE_SOCKET_CODES.has(error.code ?? "");
+          if (stale) attempt(true);
+          else fail(error);
+        });
+        stream.on("response", (res: http.IncomingMessage) => {
+          responded = true;
+          const status = res.statusCode ?? 0;
+          if (status >= 200 && status < 300) {
+            settle({ ok: true, statusCode: status, errorKind: null, durationMs: elapsed() });
+          } else {
+            const kind: ErrorKind = status >= 300 && status < 400 ? "redirect" : "http_status";
+            settle({ ok: false, statusCode: status, errorKind: kind, durationMs: elapsed() });
+          }
+          // Drain a small, quick body so the socket goes back to the pool; otherwise hang up.
+          const declared = Number(res.headers["content-length"] ?? 0);
+          if (declared > MAX_DRAINED_BODY_BYTES) {
+            stream.destroy();
+            return;
+          }
+          const left = options.timeoutMs - (performance.now() - started);
+          timer = setTimeout(() => stream.destroy(), Math.max(0, Math.min(DRAIN_MS, left)));
+          let received = 0;
+          stream.on("data", (chunk: Buffer) => {
+            received += chunk.length;
+            if (received > MAX_DRAINED_BODY_BYTES) {
+              clearTimeout(timer);
+              stream.destroy();
+            }
+          });
+          stream.once("end", () => clearTimeout(timer));
+          stream.once("close", () => clearTimeout(timer));
+        });
+      };
+      attempt(false);
     });
+
+  return Object.assign(send, {
+    close() {
+      for (const set of [agents.pooled, agents.fresh]) {
+        set.http.destroy();
+        set.https.destroy();
+      }
+    },
+  });
 }

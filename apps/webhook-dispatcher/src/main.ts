@@ -1,10 +1,19 @@
 import { createServer } from "node:http";
 import { createDb, createSecretBox, parseEncryptionKey } from "@botdir/db";
-import { closeServer, listen, loggerOptions, onShutdown, QUEUES, systemClock } from "@botdir/schema";
+import {
+  closeServer,
+  jsonClientErrors,
+  listen,
+  loggerOptions,
+  onShutdown,
+  QUEUES,
+  systemClock,
+} from "@botdir/schema";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { createHttpApp } from "./app.js";
+import { warmUp } from "./deliveries.js";
 import { loadEnv } from "./env.js";
 import { createDispatcherMetrics } from "./metrics.js";
 import { createDispatcherWorker } from "./worker.js";
@@ -38,6 +47,8 @@ const countsQueue = new Queue(QUEUES.webhookDeliveries, {
 countsQueue.on("error", () => {});
 const metrics = createDispatcherMetrics({ queue: countsQueue, processMetrics: true });
 
+// Connect the pool and prepare the hot statements before the first job arrives.
+await warmUp(db, env.DB_POOL_MAX);
 const worker = createDispatcherWorker(
   { db, redis, secrets: createSecretBox(key), clock: systemClock, logger, metrics },
   {
@@ -55,6 +66,7 @@ if (env.WEBHOOK_ALLOW_PRIVATE_TARGETS) {
 }
 
 const server = createServer(createHttpApp({ db, redis, logger, metrics }));
+jsonClientErrors(server);
 await listen(server, env.DISPATCHER_PORT);
 logger.info(
   { port: env.DISPATCHER_PORT, concurrency: env.DISPATCHER_CONCURRENCY, prefix: env.QUEUE_PREFIX },

@@ -60,6 +60,11 @@ export function leaseMs(config: Pick<DispatcherConfig, "timeoutMs" | "lockDurati
 }
 
 export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherConfig): DispatcherWorker {
+  const send = createWebhookSender({
+    timeoutMs: config.timeoutMs,
+    allowPrivateTargets: config.allowPrivateTargets,
+    ...(config.resolver ? { resolver: config.resolver } : {}),
+  });
   const deliver = createDeliverHandler({
     db: deps.db,
     secrets: deps.secrets,
@@ -68,11 +73,7 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     retryDelays: config.retryDelays,
     leaseMs: leaseMs(config),
     metrics: deps.metrics,
-    send: createWebhookSender({
-      timeoutMs: config.timeoutMs,
-      allowPrivateTargets: config.allowPrivateTargets,
-      ...(config.resolver ? { resolver: config.resolver } : {}),
-    }),
+    send,
   });
 
   const processor = async (
@@ -105,6 +106,8 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       backoffStrategy: createBackoffStrategy(config.retryDelays, () => deps.clock.now().getTime()),
     },
   });
+  // Idle keep-alive connections to receivers go once the worker has finished its last attempt.
+  worker.on("closed", () => send.close());
   worker.on("error", (error) => deps.logger.error({ err: describeError(error) }, "webhook worker error"));
   worker.on("failed", (job, error) => {
     const outOfAttempts = job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1);

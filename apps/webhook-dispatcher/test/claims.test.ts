@@ -182,6 +182,23 @@ describe("claiming and recording attempts", () => {
     expect(row.leaseUntil).toBeNull();
   });
 
+  it("when several claims race for one delivery, then exactly one is claimed and the others wait for its lease", async () => {
+    const clock = new ManualClock();
+    const delivery = await arrange(clock);
+
+    const results = await Promise.all(
+      Array.from({ length: 5 }, () => claimAttempt(t.db, delivery.id, opts(clock))),
+    );
+
+    const claimed = results.filter((r) => r.kind === "claimed");
+    expect(claimed).toHaveLength(1);
+    const lease = (claimed[0] as { leaseUntil: Date }).leaseUntil;
+    expect(results.filter((r) => r.kind === "busy")).toEqual(
+      Array.from({ length: 4 }, () => ({ kind: "busy", until: lease })),
+    );
+    expect((await deliveryRow(t.db, delivery.id)).attemptsMade).toBe(1);
+  });
+
   it("when two handlers run the same delivery at once (a duplicate job), then one request is sent and one attempt recorded", async () => {
     const clock = new ManualClock(new Date());
     const delivery = await arrange(clock);
