@@ -54,9 +54,12 @@ export interface VoteLogPage {
 
 /** The token's bot and its newest `limit` votes from the append-only log, in one query. */
 export async function listVotes(db: Db, tokenHash: string, limit: number): Promise<VoteLogPage | null> {
-  const { rows } = await db.pool.query<{ id: string; user_id: string | null; voted_at: Date | null }>({
+  // PostgreSQL formats voted_at as ISO 8601 UTC with milliseconds (what toIso() gives), so 100 rows
+  // cost no Date parsing and re-formatting in Node: the profile of this path was a third that.
+  const { rows } = await db.pool.query<{ id: string; user_id: string | null; voted_at: string | null }>({
     name: "api.votes",
-    text: `SELECT b.id, v.user_id, v.voted_at
+    text: `SELECT b.id, v.user_id,
+            to_char(v.voted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS voted_at
        FROM bots b
        LEFT JOIN LATERAL (
          SELECT l.id AS vote_id, l.user_id, l.voted_at
@@ -72,9 +75,7 @@ export async function listVotes(db: Db, tokenHash: string, limit: number): Promi
   const first = rows[0];
   if (!first) return null;
   const votes = rows.flatMap((row) =>
-    row.user_id !== null && row.voted_at !== null
-      ? [{ user_id: row.user_id, voted_at: toIso(row.voted_at) }]
-      : [],
+    row.user_id !== null && row.voted_at !== null ? [{ user_id: row.user_id, voted_at: row.voted_at }] : [],
   );
   return { botId: first.id, votes };
 }
