@@ -1,10 +1,9 @@
 import { Writable } from "node:stream";
-import { seedBot } from "@botdir/db/testing";
+import { parseMetrics, sampleValue, seedBot } from "@botdir/db/testing";
 import { loggerOptions } from "@botdir/schema";
 import { pino } from "pino";
 import request from "supertest";
 import { type ApiMetrics, createApiMetrics, createMetricsApp } from "../src/metrics.js";
-import { parseMetrics, sampleValue } from "./prometheus.js";
 import { createHarness, deadRedis, type Harness, USER } from "./support.js";
 
 let h: Harness;

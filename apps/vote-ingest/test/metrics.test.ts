@@ -1,6 +1,8 @@
 import {
   createTestDatabase,
+  parseMetrics,
   randomUserId,
+  sampleValue,
   seedBot,
   type TestDatabase,
   testRedisUrl,
@@ -12,7 +14,6 @@ import { createApp } from "../src/app.js";
 import { createIngestMetrics, type IngestMetrics } from "../src/metrics.js";
 import type { DeliveryQueue } from "../src/outbox/queue.js";
 import { createOutboxRelay } from "../src/outbox/relay.js";
-import { parseMetrics, sampleValue } from "./support/prometheus.js";
 import { fastRedis, INTERNAL_KEY, setWebhook, silent, testQueue } from "./support/votes.js";
 
 let t: TestDatabase;

@@ -1,11 +1,17 @@
-import { createTestDatabase, seedBot, type TestDatabase, testRedisPrefix } from "@botdir/db/testing";
+import {
+  createTestDatabase,
+  parseMetrics,
+  sampleValue,
+  seedBot,
+  type TestDatabase,
+  testRedisPrefix,
+} from "@botdir/db/testing";
 import { systemClock } from "@botdir/schema";
 import type { Redis } from "ioredis";
 import request from "supertest";
 import { createHttpApp } from "../src/app.js";
 import { createDispatcherMetrics, type DispatcherMetrics } from "../src/metrics.js";
 import { createDispatcherWorker, type DispatcherWorker } from "../src/worker.js";
-import { parseMetrics, sampleValue } from "./prometheus.js";
 import {
   configureWebhook,
   handOff,
