@@ -222,7 +222,14 @@ export function onShutdown(logger: Logger, steps: ShutdownStep[], deadlineMs = 1
 /** Closes an HTTP server: stops accepting, lets in-flight requests finish, drops idle sockets. */
 export function closeServer(server: Server): Promise<void> {
   return new Promise((resolve, reject) => {
-    server.close((error) => (error ? reject(error) : resolve()));
+    // Keep-alive connections that go idle after their last in-flight request would otherwise hold
+    // the server open until the client's keep-alive timeout: close them as they go idle.
+    const sweep = setInterval(() => server.closeIdleConnections(), 100);
+    server.close((error) => {
+      clearInterval(sweep);
+      if (error) reject(error);
+      else resolve();
+    });
     server.closeIdleConnections();
   });
 }
