@@ -157,7 +157,7 @@ async function freePort(): Promise<number> {
  */
 export async function startRedisServer(options: { port?: number } = {}): Promise<PrivateRedis> {
   const { spawn } = await import("node:child_process");
-  const { mkdtempSync } = await import("node:fs");
+  const { mkdirSync, mkdtempSync, rmSync } = await import("node:fs");
   const { tmpdir } = await import("node:os");
   const { join } = await import("node:path");
   const port = options.port ?? (await freePort());
@@ -169,6 +169,7 @@ export async function startRedisServer(options: { port?: number } = {}): Promise
 
   const start = () =>
     new Promise<void>((resolve, reject) => {
+      mkdirSync(dir, { recursive: true }); // removed by stop/kill; a restart makes it again
       const proc = spawn(
         "redis-server",
         ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir],
@@ -202,9 +203,13 @@ export async function startRedisServer(options: { port?: number } = {}): Promise
 
   const terminate = (signal: NodeJS.Signals) =>
     new Promise<void>((resolve) => {
+      const done = () => {
+        rmSync(dir, { recursive: true, force: true });
+        resolve();
+      };
       const proc = child;
-      if (!proc || proc.exitCode !== null || proc.signalCode !== null) return resolve();
-      proc.once("exit", () => resolve());
+      if (!proc || proc.exitCode !== null || proc.signalCode !== null) return done();
+      proc.once("exit", done);
       proc.kill(signal);
     });
 
