@@ -1,6 +1,8 @@
 import { z } from "zod";
 
 /** Dependency checks behind every app's health endpoint. */
+import { withTimeout } from "./timeout.js";
+
 export type HealthChecks = Record<string, () => Promise<unknown>>;
 
 export interface HealthReport {
@@ -13,22 +15,6 @@ export interface HealthReport {
 }
 
 const NAMES: Record<string, string> = { postgres: "PostgreSQL", redis: "Redis" };
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
-}
 
 /**
  * Runs every check in parallel with a short timeout. 200 body: {status: "ok", checks}; 503 body:

@@ -64,6 +64,7 @@ export {
 } from "./openapi.js";
 export { ServerCount, ShardCounts, StatsBody, StatsResponse } from "./stats.js";
 export { charLength } from "./text.js";
+export { TimeoutError, withTimeout } from "./timeout.js";
 export {
   CastVoteBody,
   CastVoteResponse,

@@ -8,6 +8,7 @@
  */
 import type { Request, RequestHandler, Response } from "express";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { withTimeout } from "./timeout.js";
 
 export { Counter, Gauge, Histogram, Registry };
 
@@ -145,20 +146,7 @@ export async function boundedRead<T>(
   read: () => Promise<T>,
   timeoutMs = SCRAPE_TIMEOUT_MS,
 ): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), timeoutMs);
-  });
-  try {
-    return await Promise.race([
-      Promise.resolve()
-        .then(read)
-        .catch(() => undefined),
-      timeout,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return withTimeout(Promise.resolve().then(read), timeoutMs).catch(() => undefined);
 }
 
 export interface ScrapeSources {

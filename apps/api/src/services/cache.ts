@@ -4,20 +4,12 @@
  * holds the truth, and a slow or absent Redis must not fail or stall an API request.
  */
 import type { Logger } from "@botdir/schema";
-import { describeError } from "@botdir/schema";
+import { describeError, withTimeout } from "@botdir/schema";
 import type { Redis } from "ioredis";
 import type { WidgetCounts } from "./bots.js";
 
 export const CACHE_TIMEOUT_MS = 200;
 export const WIDGET_CACHE_SECONDS = 300;
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 export interface Caches {
   /** The key the site's bot page is cached under. */

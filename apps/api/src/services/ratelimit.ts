@@ -6,7 +6,7 @@
  * logged without any key or token.
  */
 import type { Clock, Logger } from "@botdir/schema";
-import { ApiError, describeError, MESSAGES } from "@botdir/schema";
+import { ApiError, describeError, MESSAGES, TimeoutError, withTimeout } from "@botdir/schema";
 import type { Response } from "express";
 import type { Redis } from "ioredis";
 import { RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
@@ -43,13 +43,6 @@ export interface RateLimiterOptions {
   clock: Clock;
 }
 
-class LimiterTimeout extends Error {
-  constructor(ms: number) {
-    super(`no answer within ${ms} ms`);
-    this.name = "LimiterTimeout";
-  }
-}
-
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   const limits: RateLimits = { ...DEFAULT_LIMITS, ...options.limits };
   const timeoutMs = options.timeoutMs ?? DEFAULT_LIMITER_TIMEOUT_MS;
@@ -79,7 +72,7 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
       {
         event: "rate_limit_fail_open",
         endpoint,
-        reason: error instanceof LimiterTimeout ? "timeout" : "store_error",
+        reason: error instanceof TimeoutError ? "timeout" : "store_error",
         err: describeError(error),
         suppressed: state?.suppressed ?? 0,
       },
@@ -91,12 +84,8 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   return {
     async consume(endpoint, key) {
       const limit = limits[endpoint];
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new LimiterTimeout(timeoutMs)), timeoutMs);
-      });
       try {
-        const res = await Promise.race([limiters[endpoint].consume(key, 1), timeout]);
+        const res = await withTimeout(limiters[endpoint].consume(key, 1), timeoutMs);
         return { kind: "allowed", limit, remaining: res.remainingPoints, resetSeconds: toSeconds(res) };
       } catch (outcome) {
         if (outcome instanceof RateLimiterRes) {
@@ -104,8 +93,6 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
         }
         logFailOpen(endpoint, outcome);
         return { kind: "unknown", limit };
-      } finally {
-        clearTimeout(timer);
       }
     },
   };

@@ -4,7 +4,14 @@
  * unavailable the add is skipped at once and the outbox relay hands the delivery off later.
  */
 import type { Db } from "@botdir/db";
-import { type DeliveryHandOff, deliveryJobOptions, describeError, type Logger, QUEUES } from "@botdir/schema";
+import {
+  type DeliveryHandOff,
+  deliveryJobOptions,
+  describeError,
+  type Logger,
+  QUEUES,
+  withTimeout,
+} from "@botdir/schema";
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 
@@ -43,22 +50,6 @@ export interface DeliveryQueue {
 }
 
 const JOB_NAME = "vote.create";
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ms} ms`)), ms);
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
-}
 
 export function createDeliveryQueue(options: DeliveryQueueOptions): DeliveryQueue {
   const { db, redis, logger } = options;
