@@ -1,22 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export { freePort, startRedisServer } from "@botdir/db/testing";
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-    server.on("error", reject);
-  });
-}
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
 export interface Proc {
   name: string;
@@ -82,42 +71,6 @@ export function rssMb(pid: number | undefined): number {
   } catch {
     return 0;
   }
-}
-
-/** A private redis-server on a free port (keeps nothing on disk). */
-export async function startRedis(): Promise<{ url: string; pid: number | undefined; stop(): Promise<void> }> {
-  const port = await freePort();
-  const child = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-    {
-      stdio: "ignore",
-    },
-  );
-  const url = `redis://127.0.0.1:${port}`;
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const sock = net.connect(port, "127.0.0.1");
-      sock.on("connect", () => {
-        sock.end();
-        resolve(true);
-      });
-      sock.on("error", () => resolve(false));
-    });
-    if (ok) break;
-    if (Date.now() > deadline) throw new Error("redis-server did not start");
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    url,
-    pid: child.pid,
-    stop: () =>
-      new Promise((resolve) => {
-        child.once("exit", () => resolve());
-        child.kill("SIGTERM");
-      }),
-  };
 }
 
 /** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */

@@ -18,7 +18,7 @@ import {
   ROOT,
   rssMb,
   startNode,
-  startRedis,
+  startRedisServer,
   waitForHttp,
 } from "./procs.js";
 
@@ -144,7 +144,7 @@ function average(results: LoadResult[]): LoadResult {
 async function main(): Promise<void> {
   const startedAt = Date.now();
   const procs: Proc[] = [];
-  const redis = await startRedis();
+  const redis = await startRedisServer();
   const dbName = `botdir_bench_${Date.now().toString(36)}`;
   const dbUrl = withDb(BASE_DB, dbName);
   const admin = new pg.Client({ connectionString: withDb(BASE_DB, "postgres") });
@@ -307,7 +307,7 @@ async function main(): Promise<void> {
     const cpuOf = (serverPid: number | undefined) => ({
       server: cpuSeconds(serverPid),
       postgres: cpuSecondsOf("postgres"),
-      redis: cpuSeconds(redis.pid),
+      redis: cpuSeconds(redis.pid()),
       loadGenerator: cpuSeconds(process.pid),
     });
     const perRequest = (before: CpuShare, after: CpuShare, requests: number): CpuShare => {

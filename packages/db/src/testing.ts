@@ -134,9 +134,12 @@ export interface PrivateRedis {
   kill(): Promise<void>;
   /** Starts it again on the same port. It comes back EMPTY: nothing is ever persisted. */
   restart(): Promise<void>;
+  /** The running server's process id (benchmarks read its CPU time). */
+  pid(): number | undefined;
 }
 
-async function freePort(): Promise<number> {
+/** A free TCP port on 127.0.0.1 (bound, read, released). */
+export async function freePort(): Promise<number> {
   const { createServer } = await import("node:net");
   return new Promise((resolve, reject) => {
     const server = createServer();
@@ -223,6 +226,7 @@ export async function startRedisServer(options: { port?: number } = {}): Promise
       await terminate("SIGTERM");
       await start();
     },
+    pid: () => child?.pid,
   };
 }
 
