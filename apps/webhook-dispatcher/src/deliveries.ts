@@ -173,19 +173,7 @@ export async function claimAttempt(db: Db, deliveryId: string, options: ClaimOpt
         .catch(() => {}); // if even this fails, the lease expires and the attempt counts as interrupted
       throw error;
     }
-    return {
-      kind: "claimed",
-      attemptNumber,
-      leaseUntil,
-      target: {
-        deliveryId,
-        botId: row.bot_id,
-        userId: row.user_id,
-        votedAt: row.voted_at,
-        url: row.webhook_url,
-        secret,
-      },
-    };
+    return claimed(deliveryId, row, row.webhook_url, attemptNumber, leaseUntil, secret);
   }
   if (row.state !== "pending") return { kind: "done", reason: row.state };
   if (row.lease_until && row.lease_until.getTime() > now.getTime()) {
@@ -200,6 +188,23 @@ export async function claimAttempt(db: Db, deliveryId: string, options: ClaimOpt
   }
   // An expired lease, five attempts made, or no webhook: each writes something else.
   return claimInTransaction(db, deliveryId, options);
+}
+
+/** The result of a successful claim: what the attempt sends, and to where. */
+function claimed(
+  deliveryId: string,
+  row: Pick<DeliveryRow, "bot_id" | "user_id" | "voted_at">,
+  url: string,
+  attemptNumber: number,
+  leaseUntil: Date,
+  secret: string,
+): ClaimResult {
+  return {
+    kind: "claimed",
+    attemptNumber,
+    leaseUntil,
+    target: { deliveryId, botId: row.bot_id, userId: row.user_id, votedAt: row.voted_at, url, secret },
+  };
 }
 
 /** Every branch of a claim, in one transaction with the row locked (the rare paths). */
@@ -247,19 +252,7 @@ async function claimInTransaction(db: Db, deliveryId: string, options: ClaimOpti
         WHERE id = $1`,
       [deliveryId, attemptNumber, leaseUntil, now],
     );
-    return {
-      kind: "claimed",
-      attemptNumber,
-      leaseUntil,
-      target: {
-        deliveryId,
-        botId: row.bot_id,
-        userId: row.user_id,
-        votedAt: row.voted_at,
-        url: row.webhook_url,
-        secret,
-      },
-    };
+    return claimed(deliveryId, row, row.webhook_url, attemptNumber, leaseUntil, secret);
   });
 }
 
