@@ -7,6 +7,7 @@
 import type { RequestListener } from "node:http";
 import { Agent, createServer, type IncomingHttpHeaders, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { Logger } from "@botdir/schema";
 import fc from "fast-check";
 
 /** Fixed seed (override with FUZZ_SEED to explore, print it to reproduce); runs per endpoint. */
@@ -351,4 +352,39 @@ export async function fuzz(
     { seed: FUZZ_SEED, numRuns: runs, endOnFailure: false, verbose: 1 },
   );
   return seen;
+}
+
+/**
+ * The watch every fuzz file keeps on the app it serves: a logger that records every error the app
+ * logs, the test process's unhandled rejections and exceptions, and after each endpoint's run the
+ * checks that none happened and that the app still answers `healthPath` with 200. Call it at the
+ * top level of the test file, before its own hooks.
+ */
+export function watchServedApp(healthPath: string, port: () => number): { logger: Logger } {
+  const errors: string[] = [];
+  const crashes: unknown[] = [];
+  const onCrash = (error: unknown) => crashes.push(error);
+  const logger: Logger = {
+    info() {},
+    warn() {},
+    error(obj, msg) {
+      errors.push(`${msg} ${JSON.stringify(obj)}`);
+    },
+  };
+  beforeAll(() => {
+    process.on("unhandledRejection", onCrash);
+    process.on("uncaughtException", onCrash);
+  });
+  afterAll(() => {
+    process.off("unhandledRejection", onCrash);
+    process.off("uncaughtException", onCrash);
+    destroyAgent();
+  });
+  afterEach(async () => {
+    expect(crashes).toEqual([]);
+    expect(errors).toEqual([]);
+    const health = await send(port(), { method: "GET", path: healthPath, headers: {} });
+    expect(health.status).toBe(200);
+  });
+  return { logger };
 }

@@ -13,7 +13,6 @@ import {
   testRedisPrefix,
   testRedisUrl,
 } from "@botdir/db/testing";
-import type { Logger } from "@botdir/schema";
 import { systemClock } from "@botdir/schema";
 import fc from "fast-check";
 import { Redis } from "ioredis";
@@ -23,7 +22,6 @@ import {
   body,
   build,
   contentType,
-  destroyAgent,
   extraHeaders,
   FUZZ_RUNS,
   FUZZ_SEED,
@@ -32,18 +30,9 @@ import {
   pathSegment,
   queryString,
   type Served,
-  send,
   serve,
+  watchServedApp,
 } from "../../src/fuzz.js";
-
-const errors: string[] = [];
-const logger: Logger = {
-  info() {},
-  warn() {},
-  error(obj, msg) {
-    errors.push(`${msg} ${JSON.stringify(obj)}`);
-  },
-};
 
 let t: TestDatabase;
 let redis: Redis;
@@ -52,12 +41,9 @@ let own: { id: string; token: string };
 let other: { id: string; token: string };
 let ids: string[];
 let tokens: string[];
-const crashes: unknown[] = [];
-const onCrash = (error: unknown) => crashes.push(error);
+const { logger } = watchServedApp("/api/health", () => served.port);
 
 beforeAll(async () => {
-  process.on("unhandledRejection", onCrash);
-  process.on("uncaughtException", onCrash);
   t = await createTestDatabase();
   redis = new Redis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
   redis.on("error", () => {});
@@ -83,20 +69,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  process.off("unhandledRejection", onCrash);
-  process.off("uncaughtException", onCrash);
-  destroyAgent();
   await served?.close();
   redis?.disconnect();
   await t?.drop();
-});
-
-afterEach(async () => {
-  expect(crashes).toEqual([]);
-  expect(errors).toEqual([]);
-  // The server is still up and serving after each endpoint's run.
-  const health = await send(served.port, { method: "GET", path: "/api/health", headers: {} });
-  expect(health.status).toBe(200);
 });
 
 const command = fc.record(

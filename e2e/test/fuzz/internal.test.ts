@@ -13,7 +13,7 @@ import {
   type TestDatabase,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { type Logger, systemClock } from "@botdir/schema";
+import { systemClock } from "@botdir/schema";
 import fc from "fast-check";
 import { Redis } from "ioredis";
 import { createApp } from "../../../apps/vote-ingest/src/app.js";
@@ -21,7 +21,6 @@ import {
   body,
   build,
   contentType,
-  destroyAgent,
   extraHeaders,
   FUZZ_RUNS,
   FUZZ_SEED,
@@ -31,21 +30,11 @@ import {
   pathSegment,
   queryString,
   type Served,
-  send,
   serve,
+  watchServedApp,
 } from "../../src/fuzz.js";
 
 const KEY = `ik_${randomBytes(16).toString("hex")}`;
-const errors: string[] = [];
-const logger: Logger = {
-  info() {},
-  warn() {},
-  error(obj, msg) {
-    errors.push(`${msg} ${JSON.stringify(obj)}`);
-  },
-};
-const crashes: unknown[] = [];
-const onCrash = (error: unknown) => crashes.push(error);
 
 let t: TestDatabase;
 let redis: Redis;
@@ -55,9 +44,9 @@ const APPROVED = randomBotId();
 const PENDING = randomBotId();
 const ids = [APPROVED, APPROVED, PENDING, randomBotId()];
 
+const { logger } = watchServedApp("/health", () => served.port);
+
 beforeAll(async () => {
-  process.on("unhandledRejection", onCrash);
-  process.on("uncaughtException", onCrash);
   t = await createTestDatabase();
   redis = new Redis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
   redis.on("error", () => {});
@@ -80,19 +69,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  process.off("unhandledRejection", onCrash);
-  process.off("uncaughtException", onCrash);
-  destroyAgent();
   await served?.close();
   redis?.disconnect();
   await t?.drop();
-});
-
-afterEach(async () => {
-  expect(crashes).toEqual([]);
-  expect(errors).toEqual([]);
-  const health = await send(served.port, { method: "GET", path: "/health", headers: {} });
-  expect(health.status).toBe(200);
 });
 
 const key = fc.oneof(
