@@ -5,9 +5,10 @@
  */
 import { randomBytes } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
-import { createServer } from "node:http";
+import { Agent, createServer, request as httpRequest } from "node:http";
 import path from "node:path";
 import { createSecretBox, hashToken, migrate } from "@botdir/db";
+import { parseMetrics } from "@botdir/db/testing";
 import pg from "pg";
 import { type LoadResult, load } from "./load.js";
 import {
@@ -75,6 +76,8 @@ async function seed(url: string, receiverUrl: string, encryptionKey: string): Pr
       [id, receiverUrl, box.encrypt(`whsec_bench_${i}`)],
     );
   }
+  // Fresh tables have no planner statistics until autovacuum gets to them; a live database has.
+  await client.query("ANALYZE");
   await client.end();
   return { tokens, webhookBots };
 }
@@ -120,6 +123,62 @@ async function startReceiver() {
     latencies,
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
+}
+
+/**
+ * Sends `rate` requests per second at an even pace (one every 1000/rate ms) for `durationS` seconds
+ * over up to `connections` keep-alive connections. autocannon's overallRate is not a steady rate: each
+ * connection sends its share of the second back to back and then idles until the second is over, so
+ * "500/s" arrives as bursts at the server's full speed followed by silence.
+ */
+async function paced(
+  url: string,
+  rate: number,
+  durationS: number,
+  connections: number,
+  request: () => { path: string; headers?: Record<string, string>; body?: string },
+): Promise<void> {
+  const agent = new Agent({ keepAlive: true, maxSockets: connections });
+  const { hostname, port } = new URL(url);
+  const inFlight = new Set<Promise<void>>();
+  const send = () => {
+    const r = request();
+    const body = r.body ?? "";
+    const done = new Promise<void>((resolve) => {
+      const req = httpRequest(
+        {
+          agent,
+          host: hostname,
+          port,
+          method: "POST",
+          path: r.path,
+          headers: {
+            ...r.headers,
+            "content-type": "application/json",
+            "content-length": Buffer.byteLength(body),
+          },
+        },
+        (res) => {
+          res.resume();
+          res.on("end", resolve);
+          res.on("error", () => resolve());
+        },
+      );
+      req.on("error", () => resolve());
+      req.end(body);
+    }).finally(() => inFlight.delete(done));
+    inFlight.add(done);
+  };
+  const total = Math.round(rate * durationS);
+  const start = performance.now();
+  let sent = 0;
+  while (sent < total) {
+    const due = Math.min(total, Math.floor(((performance.now() - start) * rate) / 1000) + 1);
+    for (; sent < due; sent++) send();
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  await Promise.all(inFlight);
+  agent.destroy();
 }
 
 function percentile(values: number[], p: number): number {
@@ -320,6 +379,22 @@ async function main(): Promise<void> {
       };
     };
     const cpu: Record<string, { ours: CpuShare; floor: CpuShare }> = {};
+    /** The API's batching counters (botdir_batch_*_total), summed over the batched statements. */
+    const batchCounters = async () => {
+      if (!/ \/(check|stats)/.test(currentPath)) return { statements: 0, requests: 0 };
+      const text = await (await fetch(`http://127.0.0.1:${apiMetricsPort}/metrics`)).text();
+      const sum = (name: string) =>
+        parseMetrics(text)
+          .filter((sample) => sample.name === name)
+          .reduce((a, sample) => a + sample.value, 0);
+      return {
+        statements: sum("botdir_batch_statements_total"),
+        requests: sum("botdir_batch_requests_total"),
+      };
+    };
+    let currentPath = "";
+    /** Mean requests per batched statement during our rounds of a path (only batched paths). */
+    const batchSize: Record<string, number> = {};
     const table: Record<string, { floor: LoadResult; ours: LoadResult; ratio: number; p99Ratio: number }> =
       {};
     // BENCH_ONLY="check,stats" runs only the paths whose name contains one of the words.
@@ -328,6 +403,8 @@ async function main(): Promise<void> {
       ([name]) => !only || only.some((w) => name.toLowerCase().includes(w)),
     );
     for (const [name, spec] of selected) {
+      currentPath = name;
+      const batchesBefore = await batchCounters();
       const floorRuns: LoadResult[] = [];
       const floorCpu: CpuShare[] = [];
       const ourCpu: CpuShare[] = [];
@@ -375,6 +452,15 @@ async function main(): Promise<void> {
         };
       };
       cpu[name] = { ours: meanCpu(ourCpu), floor: meanCpu(floorCpu) };
+      const batchesAfter = await batchCounters();
+      if (batchesAfter.statements > batchesBefore.statements) {
+        batchSize[name] =
+          Math.round(
+            ((batchesAfter.requests - batchesBefore.requests) /
+              (batchesAfter.statements - batchesBefore.statements)) *
+              10,
+          ) / 10;
+      }
       table[name] = {
         floor: f,
         ours: o,
@@ -382,7 +468,7 @@ async function main(): Promise<void> {
         p99Ratio: Math.round((o.p99 / Math.max(f.p99, 1)) * 100) / 100,
       };
       log(
-        `${name}: ours ${o.rps} req/s (p50 ${o.p50} ms, p99 ${o.p99} ms, non-2xx ${o.non2xx}) vs floor ${f.rps} req/s (p99 ${f.p99} ms) = ${table[name].ratio}×`,
+        `${name}: ours ${o.rps} req/s (p50 ${o.p50} ms, p99 ${o.p99} ms, non-2xx ${o.non2xx}) vs floor ${f.rps} req/s (p99 ${f.p99} ms) = ${table[name].ratio}×${batchSize[name] ? `, ${batchSize[name]} requests per statement` : ""}`,
       );
     }
 
@@ -476,28 +562,26 @@ async function main(): Promise<void> {
       await throughput("1 dispatcher", 1, 10_000);
       await throughput("2 dispatchers", 2, 10_000);
       await startDispatchers(1);
+      // Votes at an even 500/s (BENCH_VOTE_PACING=autocannon: autocannon's overallRate, bursts).
+      const votesAt500 = (durationS: number) =>
+        process.env.BENCH_VOTE_PACING === "autocannon"
+          ? load({
+              url: `http://127.0.0.1:${ingestPort}`,
+              method: "POST",
+              durationS,
+              connections: CONNECTIONS,
+              overallRate: 500,
+              request: voteRequest,
+            })
+          : paced(`http://127.0.0.1:${ingestPort}`, 500, durationS, CONNECTIONS, voteRequest);
       // Two seconds of warm-up at the same rate (JIT, pool and keep-alive connections), not measured:
       // the figure is the steady state of a running dispatcher, not its first seconds.
       const warm = receiver.received();
-      await load({
-        url: `http://127.0.0.1:${ingestPort}`,
-        method: "POST",
-        durationS: 2,
-        connections: CONNECTIONS,
-        overallRate: 500,
-        request: voteRequest,
-      });
+      await votesAt500(2);
       await waitDelivered(warm + 1_000, 10_000);
       receiver.reset();
       const before = receiver.received();
-      await load({
-        url: `http://127.0.0.1:${ingestPort}`,
-        method: "POST",
-        durationS: 10,
-        connections: CONNECTIONS,
-        overallRate: 500,
-        request: voteRequest,
-      });
+      await votesAt500(10);
       await waitDelivered(before + 5_000, 10_000);
       latency = {
         p50: percentile(receiver.latencies, 50),
@@ -535,6 +619,7 @@ async function main(): Promise<void> {
       },
       paths: table,
       cpuMicrosecondsPerRequest: cpu,
+      requestsPerBatchedStatement: batchSize,
       ingestDurability: { acknowledged: ingestOk, recorded },
       rateLimited: limited,
       webhook: { throughput: deliveries, latencyAt500PerSecond: latency },

@@ -1,5 +1,5 @@
 import type { Db } from "@botdir/db";
-import { type Clock, errorHandler, type Logger, notFound, requestId, requestLog } from "@botdir/schema";
+import { type Clock, errorHandler, type Logger, notFound, requestContext } from "@botdir/schema";
 import express, { type Express, type RequestHandler } from "express";
 import type { Redis } from "ioredis";
 import type { ApiContext } from "./context.js";
@@ -12,6 +12,8 @@ import { registerOpenApi } from "./routes/openapi.js";
 import { registerStats } from "./routes/stats.js";
 import { registerVotes } from "./routes/votes.js";
 import { registerWidget } from "./routes/widget.js";
+import { createBatcher } from "./services/batch.js";
+import { findVoteWindows, writeStatsBatch } from "./services/bots.js";
 import { createCaches } from "./services/cache.js";
 import { createRateLimiter, type RateLimits } from "./services/ratelimit.js";
 
@@ -30,7 +32,18 @@ export interface ApiDeps {
   bodyLimits?: Partial<BodyLimits>;
   /** Prometheus series of this app instance (default: a fresh registry; main.ts serves it). */
   metrics?: ApiMetrics;
+  /** Hot-path statement batching (services/batch.ts); default DEFAULT_BATCHING. */
+  batching?: Partial<Batching>;
 }
+
+export interface Batching {
+  /** Batched statements of one kind executing at once (each holds one pool connection). */
+  maxInFlight: number;
+  /** Requests per statement. */
+  maxBatch: number;
+}
+
+export const DEFAULT_BATCHING: Batching = { maxInFlight: 4, maxBatch: 64 };
 
 export const DEFAULT_REDIS_PREFIX = "botdir:";
 
@@ -48,6 +61,7 @@ function collapseSlashes(): RequestHandler {
 export function createApp(deps: ApiDeps): Express {
   const prefix = deps.redisPrefix ?? DEFAULT_REDIS_PREFIX;
   const metrics = deps.metrics ?? createApiMetrics();
+  const batching: Batching = { ...DEFAULT_BATCHING, ...deps.batching };
   const ctx: ApiContext = {
     db: deps.db,
     clock: deps.clock,
@@ -61,27 +75,39 @@ export function createApp(deps: ApiDeps): Express {
         timeoutMs: deps.limiterTimeoutMs,
         logger: deps.logger,
         clock: deps.clock,
+        batching,
       }),
       metrics,
     ),
     caches: createCaches({ redis: deps.redis, prefix, logger: deps.logger }),
+    voteWindow: createBatcher({
+      ...batching,
+      run: (keys) => findVoteWindows(deps.db, keys),
+      onBatch: metrics.batch("check"),
+    }),
+    writeStats: createBatcher({
+      ...batching,
+      run: (inputs) => writeStatsBatch(deps.db, inputs),
+      conflictKey: (input) => input.tokenHash,
+      onBatch: metrics.batch("stats"),
+    }),
   };
 
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
   app.set("trust proxy", true);
-  app.use(requestId());
-  app.use(requestLog(deps.logger, metrics.http));
+  app.use(requestContext(deps.logger, metrics.http));
   app.use(collapseSlashes());
 
+  // Express tries the routes in registration order, so the hottest go first (no two overlap).
   const router = express.Router();
-  registerHealth(router, deps);
-  registerCommands(router, ctx);
-  registerStats(router, ctx);
   registerCheck(router, ctx);
+  registerStats(router, ctx);
   registerVotes(router, ctx);
+  registerCommands(router, ctx);
   registerWidget(router, ctx);
+  registerHealth(router, deps);
   registerOpenApi(router);
   app.use(router);
 

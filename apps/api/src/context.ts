@@ -1,6 +1,8 @@
 import type { Db } from "@botdir/db";
 import type { Clock, Logger } from "@botdir/schema";
 import type { BodyLimits } from "./http/json-body.js";
+import type { Batched } from "./services/batch.js";
+import type { StatsWrite, VoteCheckRow, VoteWindowKey, WriteResult } from "./services/bots.js";
 import type { Caches } from "./services/cache.js";
 import type { RateLimiter } from "./services/ratelimit.js";
 
@@ -12,4 +14,8 @@ export interface ApiContext {
   limiter: RateLimiter;
   caches: Caches;
   bodyLimits: BodyLimits;
+  /** findVoteWindow, coalesced across concurrent requests (services/batch.ts). */
+  voteWindow: Batched<VoteWindowKey, VoteCheckRow | null>;
+  /** writeStats, coalesced across concurrent requests (one commit per batch). */
+  writeStats: Batched<StatsWrite, WriteResult | null>;
 }

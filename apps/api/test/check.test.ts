@@ -1,3 +1,6 @@
+import { once } from "node:events";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { seedBot } from "@botdir/db/testing";
 import { VOTE_WINDOW_MS, VoteCheckResult } from "@botdir/schema";
 import type { Express } from "express";
@@ -140,6 +143,62 @@ describe("the hot path", () => {
     } finally {
       pool.query = query;
       h.redis.sendCommand = sendCommand;
+    }
+  });
+
+  it("when many bots check at once, then their lookups and limiter calls share statements, and each gets its own answer", async () => {
+    const bots = await Promise.all(Array.from({ length: 30 }, () => newBot()));
+    await Promise.all(
+      bots.filter((_, i) => i % 2 === 0).map((b) => castVote(h.t, b.id, USER, h.clock.now())),
+    );
+    const batched = h.app({ batching: { maxInFlight: 1 } });
+    const server = createServer(batched).listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+    const counts = { queries: 0, redisCommands: 0 };
+    const pool = h.t.db.pool;
+    const query = pool.query;
+    const sendCommand = h.redis.sendCommand;
+    // Each statement and Redis command takes 50 ms longer, so requests pile up behind the one in
+    // flight, as they do under load.
+    const slow = () => new Promise((resolve) => setTimeout(resolve, 50));
+    pool.query = (async (...args: Parameters<typeof query>) => {
+      counts.queries++;
+      await slow();
+      return (query as (...a: unknown[]) => unknown).apply(pool, args);
+    }) as typeof query;
+    h.redis.sendCommand = ((...args: Parameters<typeof sendCommand>) => {
+      counts.redisCommands++;
+      void slow().then(() => sendCommand.apply(h.redis, args));
+      return (args[0] as { promise: Promise<unknown> }).promise;
+    }) as typeof sendCommand;
+    try {
+      const get = (path: string, token: string) =>
+        fetch(`${base}${path}`, { headers: { authorization: token } }).then(async (r) => ({
+          status: r.status,
+          body: await r.json(),
+        }));
+      const [answers, unknown, foreign] = await Promise.all([
+        Promise.all(bots.map((b) => get(`/api/v1/bots/${b.id}/check?userId=${USER}`, b.auth.Authorization))),
+        get(`/api/v1/bots/${bots[0]!.id}/check?userId=${USER}`, "not-a-known-token"),
+        get(`/api/v1/bots/${bots[1]!.id}/check?userId=${USER}`, bots[0]!.auth.Authorization),
+      ]);
+      answers.forEach((answer, i) => {
+        expect(answer.status).toBe(200);
+        expect(answer.body.voted).toBe(i % 2 === 0 ? 1 : 0);
+      });
+      expect(unknown.status).toBe(401);
+      expect(foreign.status).toBe(404);
+      // 32 requests: on average at least two per statement and per Redis call.
+      expect(counts.queries).toBeGreaterThanOrEqual(1);
+      expect(counts.queries).toBeLessThanOrEqual(16);
+      expect(counts.redisCommands).toBeGreaterThanOrEqual(1);
+      expect(counts.redisCommands).toBeLessThanOrEqual(16);
+    } finally {
+      pool.query = query;
+      h.redis.sendCommand = sendCommand;
+      server.close();
     }
   });
 });

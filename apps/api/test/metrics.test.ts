@@ -51,6 +51,11 @@ describe("API metrics (internal METRICS_PORT listener)", () => {
     expect(sampleValue(samples, "botdir_rate_limit_rejections_total", { endpoint: "check" })).toBe(1);
     expect(sampleValue(samples, "botdir_rate_limit_rejections_total", { endpoint: "stats" })).toBe(0);
     expect(sampleValue(samples, "botdir_rate_limit_fail_open_total", { endpoint: "check" })).toBe(0);
+    // Three sequential requests: three batched statements of one request each; stats none yet.
+    const batch = (name: string, statement: string) => sampleValue(samples, name, { app: "api", statement });
+    expect(batch("botdir_batch_statements_total", "check")).toBe(3);
+    expect(batch("botdir_batch_requests_total", "check")).toBe(3);
+    expect(batch("botdir_batch_statements_total", "stats")).toBe(0);
     expect(text).not.toContain(bot.id);
     expect(text).not.toContain(USER);
     expect(text).not.toContain(bot.token);

@@ -1,3 +1,6 @@
+import { once } from "node:events";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { seedBot } from "@botdir/db/testing";
 import { StatsResponse } from "@botdir/schema";
 import type { Express } from "express";
@@ -175,6 +178,106 @@ describe("storage failure", () => {
       expect(res.body).toEqual({ error: "The request could not be completed; retry with backoff." });
     } finally {
       await h.t.db.pool.query("DROP TRIGGER refuse_stats ON bots");
+    }
+  });
+});
+
+describe("concurrent posts (one statement and one commit per batch)", () => {
+  /** The app behind a real listener; every statement takes 50 ms longer, so requests pile up. */
+  async function slowServer() {
+    const server = createServer(h.app({ limits: { stats: 1_000 }, batching: { maxInFlight: 1 } }));
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const pool = h.t.db.pool;
+    const query = pool.query;
+    const statements: string[] = [];
+    pool.query = (async (...args: Parameters<typeof query>) => {
+      const config = args[0] as { name?: string } | string;
+      statements.push(typeof config === "string" ? config : (config.name ?? "unnamed"));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      return (query as (...a: unknown[]) => unknown).apply(pool, args);
+    }) as typeof query;
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    return {
+      statements,
+      post: (path: string, token: string, body: unknown) =>
+        fetch(`${base}${path}`, {
+          method: "POST",
+          headers: { authorization: token, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        }).then(async (r) => ({ status: r.status, body: await r.json() })),
+      close() {
+        pool.query = query;
+        server.close();
+      },
+    };
+  }
+
+  it("when many bots post at once, then each gets its own answer, its own count and its own cache invalidation", async () => {
+    const bots = await Promise.all(Array.from({ length: 12 }, () => newBot(100)));
+    for (const b of bots) await h.redis.set(`${h.prefix}page:bot:${b.id}`, "<rendered page>");
+    const s = await slowServer();
+    try {
+      // Even bots post their unchanged count, odd bots a new one; each bot posts twice at once.
+      const wave = bots.flatMap((b, i) =>
+        [0, 1].map(() =>
+          s.post(`/api/v1/bots/${b.id}/stats`, b.auth.Authorization, { server_count: 100 + (i % 2) * i }),
+        ),
+      );
+      const [answers, unknown, foreign] = await Promise.all([
+        Promise.all(wave),
+        s.post("/api/v1/bots/stats", "not-a-known-token", { server_count: 1 }),
+        s.post(`/api/v1/bots/${bots[1]!.id}/stats`, bots[0]!.auth.Authorization, { server_count: 1 }),
+      ]);
+      answers.forEach((answer, k) => {
+        const i = Math.floor(k / 2);
+        expect(answer).toEqual({ status: 200, body: { success: true, server_count: 100 + (i % 2) * i } });
+      });
+      expect(unknown.status).toBe(401);
+      expect(foreign.status).toBe(404);
+      for (const [i, b] of bots.entries()) {
+        const stored = await row(b.id);
+        expect(stored.serverCount).toBe(BigInt(100 + (i % 2) * i));
+        expect(await h.redis.exists(`${h.prefix}page:bot:${b.id}`)).toBe(i % 2 === 0 ? 1 : 0);
+      }
+      // 26 requests (plus the 401/404 look-ups): far fewer statements than requests.
+      const writes = s.statements.filter((n) => n.startsWith("api.stats"));
+      expect(writes.length).toBeGreaterThanOrEqual(2); // a bot's two posts never share one
+      expect(writes.length).toBeLessThanOrEqual(13);
+    } finally {
+      s.close();
+    }
+  });
+
+  it("when one bot's row is refused inside a batch, then only that request fails; the others are written", async () => {
+    const bots = await Promise.all(Array.from({ length: 6 }, () => newBot(1)));
+    const refused = bots[2]!;
+    await h.t.db.pool.query(`
+      CREATE OR REPLACE FUNCTION refuse_bot_update() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'disk full (simulated)'; END; $$`);
+    await h.t.db.pool.query(
+      `CREATE TRIGGER refuse_batch BEFORE UPDATE ON bots FOR EACH ROW WHEN (NEW.id = '${refused.id}') EXECUTE FUNCTION refuse_bot_update()`,
+    );
+    const blocker = await newBot(1);
+    const s = await slowServer();
+    try {
+      // The blocker's statement holds the only slot while the six posts queue into one batch.
+      const first = s.post(`/api/v1/bots/${blocker.id}/stats`, blocker.auth.Authorization, {
+        server_count: 2,
+      });
+      while (s.statements.length === 0) await new Promise((resolve) => setTimeout(resolve, 2));
+      const answers = await Promise.all(
+        bots.map((b) => s.post(`/api/v1/bots/${b.id}/stats`, b.auth.Authorization, { server_count: 7 })),
+      );
+      expect((await first).status).toBe(200);
+      expect(answers.map((a) => a.status)).toEqual(bots.map((b) => (b === refused ? 500 : 200)));
+      // One batch of six failed, then each of the six ran alone.
+      expect(s.statements.filter((n) => n === "api.stats-batch")).toHaveLength(1);
+      expect(s.statements.filter((n) => n === "api.stats")).toHaveLength(1 + 6);
+      for (const b of bots) expect((await row(b.id)).serverCount).toBe(b === refused ? 1n : 7n);
+    } finally {
+      s.close();
+      await h.t.db.pool.query("DROP TRIGGER refuse_batch ON bots");
     }
   });
 });

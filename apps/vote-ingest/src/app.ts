@@ -6,8 +6,7 @@ import {
   metricsHandler,
   notFound,
   type Resolver,
-  requestId,
-  requestLog,
+  requestContext,
 } from "@botdir/schema";
 import express, { type Express } from "express";
 import type { Redis } from "ioredis";
@@ -43,8 +42,7 @@ export function createApp(deps: IngestDeps): Express {
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
-  app.use(requestId());
-  app.use(requestLog(deps.logger, metrics.http));
+  app.use(requestContext(deps.logger, metrics.http));
 
   const router = express.Router();
   registerHealth(router, deps);

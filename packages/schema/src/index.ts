@@ -18,6 +18,7 @@ export {
   methodNotAllowed,
   notFound,
   onShutdown,
+  requestContext,
   requestId,
   requestLog,
   requireJson,

@@ -10,7 +10,7 @@ import type { ApiContext } from "../context.js";
 import { admit } from "../http/access.js";
 import { allowOnly } from "../http/methods.js";
 import { requireTokenHash } from "../services/auth.js";
-import { findVoteWindow, toVoteCheck } from "../services/bots.js";
+import { toVoteCheck } from "../services/bots.js";
 
 export const CHECK_PATH = "/api/v1/bots/:id/check";
 export const CHECK_ALIAS_PATH = "/api/v1/bots/check";
@@ -21,7 +21,7 @@ export function registerCheck(router: Router, ctx: ApiContext): void {
     const query = CheckQuery.safeParse(req.query);
     const [rate, row] = await Promise.all([
       ctx.limiter.consume("check", tokenHash),
-      findVoteWindow(ctx.db, tokenHash, query.success ? query.data.userId : null),
+      ctx.voteWindow({ tokenHash, userId: query.success ? query.data.userId : null }),
     ]);
     admit(res, { tokenBotId: row?.botId ?? null, pathId: req.params.id, rate });
     if (!query.success) parseOrThrow(CheckQuery, req.query, "The query");

@@ -8,7 +8,6 @@ import type { ApiContext } from "../context.js";
 import { deferredJsonBody } from "../http/json-body.js";
 import { allowOnly } from "../http/methods.js";
 import { authenticatedWrite } from "../http/write.js";
-import { writeStats } from "../services/bots.js";
 
 export const STATS_PATH = "/api/v1/bots/:id/stats";
 export const STATS_ALIAS_PATH = "/api/v1/bots/stats";
@@ -21,7 +20,7 @@ export function registerStats(router: Router, ctx: ApiContext): void {
       parse: (body) => parseOrThrow(StatsBody, body).server_count,
       // The check-in timestamp is written on every post, even when the count is unchanged.
       write: (tokenHash, botId, serverCount) =>
-        writeStats(ctx.db, { tokenHash, botId, serverCount, now: ctx.clock.now() }),
+        ctx.writeStats({ tokenHash, botId, serverCount, now: ctx.clock.now() }),
     });
     if (result.changed) await ctx.caches.invalidatePage(result.botId);
     // Always a JSON body (never an empty 204): some clients parse every 2xx answer.

@@ -34,6 +34,40 @@ export async function findVoteWindow(
   return row ? { botId: row.id, votedAt: row.voted_at } : null;
 }
 
+export interface VoteWindowKey {
+  tokenHash: string;
+  /** Null when the query string is invalid (see findVoteWindow). */
+  userId: string | null;
+}
+
+/**
+ * findVoteWindow for a batch of concurrent requests (services/batch.ts): one statement whatever
+ * the batch size, one answer per key in the keys' order. Each key is looked up by the same two
+ * index probes as the single query; a batch of one runs the single query.
+ */
+export async function findVoteWindows(
+  db: Db,
+  keys: readonly VoteWindowKey[],
+): Promise<(VoteCheckRow | null)[]> {
+  if (keys.length === 1) {
+    const [key] = keys as [VoteWindowKey];
+    return [await findVoteWindow(db, key.tokenHash, key.userId)];
+  }
+  const { rows } = await db.pool.query<{ i: string; id: string; voted_at: Date | null }>({
+    name: "api.check-batch",
+    // The window is a scalar subquery so that its probe always uses both primary-key columns
+    // (as a join, a generic plan may probe by bot_id alone and filter the bot's windows).
+    text: `SELECT q.i, b.id,
+            (SELECT w.voted_at FROM vote_windows w WHERE w.bot_id = b.id AND w.user_id = q.user_id) AS voted_at
+       FROM unnest($1::char(64)[], $2::varchar[]) WITH ORDINALITY AS q(token_hash, user_id, i)
+       JOIN bots b ON b.token_hash = q.token_hash AND b.status = 'approved'`,
+    values: [keys.map((k) => k.tokenHash), keys.map((k) => k.userId)],
+  });
+  const answers: (VoteCheckRow | null)[] = keys.map(() => null);
+  for (const row of rows) answers[Number(row.i) - 1] = { botId: row.id, votedAt: row.voted_at };
+  return answers;
+}
+
 /** Inside the 12-hour window: voted 1 with both timestamps; outside: voted 0 and null timestamps. */
 export function toVoteCheck(votedAt: Date | null, now: Date): VoteCheckResult {
   if (votedAt === null || now.getTime() >= votedAt.getTime() + VOTE_WINDOW_MS) {
@@ -91,10 +125,7 @@ export interface WriteResult {
  * also authenticates. The row lock of the CTE makes `changed` exact under concurrent posts.
  * Null when the token does not own `botId` (or is unknown): the caller then works out 401 vs 404.
  */
-export async function writeStats(
-  db: Db,
-  input: { tokenHash: string; botId: string | null; serverCount: number; now: Date },
-): Promise<WriteResult | null> {
+export async function writeStats(db: Db, input: StatsWrite): Promise<WriteResult | null> {
   const { rows } = await db.pool.query<{ id: string; changed: boolean }>({
     name: "api.stats",
     text: `WITH old AS (
@@ -111,6 +142,54 @@ export async function writeStats(
   });
   const row = rows[0];
   return row ? { botId: row.id, changed: row.changed } : null;
+}
+
+export interface StatsWrite {
+  tokenHash: string;
+  botId: string | null;
+  serverCount: number;
+  now: Date;
+}
+
+/**
+ * writeStats for a batch of concurrent requests (services/batch.ts), one statement and one commit
+ * for all. The batch must not hold two writes of the same token (the batcher's conflict key): one
+ * row is updated once per statement. Rows are locked in id order, so two batches in flight can
+ * never deadlock. A batch of one runs the single statement.
+ */
+export async function writeStatsBatch(
+  db: Db,
+  inputs: readonly StatsWrite[],
+): Promise<(WriteResult | null)[]> {
+  if (inputs.length === 1) return [await writeStats(db, inputs[0] as StatsWrite)];
+  const { rows } = await db.pool.query<{ i: string; id: string; changed: boolean }>({
+    name: "api.stats-batch",
+    text: `WITH q AS (
+       SELECT * FROM unnest($1::char(64)[], $2::varchar[], $3::bigint[], $4::timestamptz[])
+         WITH ORDINALITY AS q(token_hash, bot_id, server_count, now, i)
+     ), old AS (
+       SELECT b.id, b.server_count AS old_count, q.server_count AS new_count, q.now, q.i
+         FROM q
+         JOIN bots b ON b.token_hash = q.token_hash AND b.status = 'approved'
+                    AND (q.bot_id IS NULL OR b.id = q.bot_id)
+        ORDER BY b.id
+          FOR UPDATE OF b
+     )
+     UPDATE bots b
+        SET server_count = old.new_count, checked_in_at = old.now, updated_at = old.now
+       FROM old
+      WHERE b.id = old.id
+     RETURNING old.i, b.id, old.old_count IS DISTINCT FROM old.new_count AS changed`,
+    values: [
+      inputs.map((x) => x.tokenHash),
+      inputs.map((x) => x.botId),
+      inputs.map((x) => x.serverCount),
+      inputs.map((x) => x.now),
+    ],
+  });
+  const answers: (WriteResult | null)[] = inputs.map(() => null);
+  for (const row of rows) answers[Number(row.i) - 1] = { botId: row.id, changed: row.changed };
+  return answers;
 }
 
 /** Replaces the command list (as sent, after de-duplication) in one authenticating statement. */

@@ -1,15 +1,17 @@
 /**
- * Per-token, per-endpoint rate limits in Redis (rate-limiter-flexible, fixed 60-second window that
- * starts at the token's first request). One Redis round trip per request (an EVALSHA of the
- * library's INCR+PTTL script). When Redis is down or slower than `timeoutMs`, the limiter fails
- * open: the request goes through (and is still authenticated by the caller), and the event is
- * logged without any key or token.
+ * Per-token, per-endpoint rate limits in Redis: a fixed 60-second window that starts at the token's
+ * first request (key `${prefix}rl:${endpoint}:${tokenHash}`, the count of requests, expiring with
+ * the window). The requests of one event-loop turn share one Redis round trip: their keys go to one
+ * Lua call (services/batch.ts) that increments each and returns its count and remaining
+ * milliseconds. When Redis is down or slower than `timeoutMs`, the limiter fails open: the request
+ * goes through (and is still authenticated by the caller), and the event is logged without any key
+ * or token.
  */
 import type { Clock, Logger } from "@botdir/schema";
 import { ApiError, describeError, MESSAGES, TimeoutError, withTimeout } from "@botdir/schema";
 import type { Response } from "express";
 import type { Redis } from "ioredis";
-import { RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
+import { createBatcher } from "./batch.js";
 
 export const LIMITED_ENDPOINTS = ["stats", "commands", "check", "votes"] as const;
 export type LimitedEndpoint = (typeof LIMITED_ENDPOINTS)[number];
@@ -22,6 +24,36 @@ export const WINDOW_SECONDS = 60;
 export const DEFAULT_LIMITER_TIMEOUT_MS = 50;
 /** At most one fail-open log line per endpoint per interval; the rest are counted. */
 const FAIL_OPEN_LOG_INTERVAL_MS = 10_000;
+
+/**
+ * KEYS: the window keys of a batch (a key may repeat: each occurrence counts). ARGV[1]: the window
+ * in milliseconds. Returns count and remaining milliseconds for each key, flattened. A key left
+ * without an expiry (never written so by us) gets the window, so no count can outlive it.
+ */
+const CONSUME_SCRIPT = `
+local window = tonumber(ARGV[1])
+local out = {}
+for i = 1, #KEYS do
+  local count = redis.call('INCR', KEYS[i])
+  local ttl = window
+  if count == 1 then
+    redis.call('PEXPIRE', KEYS[i], window)
+  else
+    ttl = redis.call('PTTL', KEYS[i])
+    if ttl < 0 then
+      redis.call('PEXPIRE', KEYS[i], window)
+      ttl = window
+    end
+  end
+  out[2 * i - 1] = count
+  out[2 * i] = ttl
+end
+return out
+`;
+
+interface LimiterCommands {
+  botdirConsumeWindows(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
+}
 
 export type RateDecision =
   | { kind: "allowed" | "limited"; limit: number; remaining: number; resetSeconds: number }
@@ -41,24 +73,29 @@ export interface RateLimiterOptions {
   timeoutMs?: number;
   logger: Logger;
   clock: Clock;
+  /** Lua calls in flight at once (default 4) and keys per call (default 64): services/batch.ts. */
+  batching?: { maxInFlight: number; maxBatch: number };
 }
 
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   const limits: RateLimits = { ...DEFAULT_LIMITS, ...options.limits };
   const timeoutMs = options.timeoutMs ?? DEFAULT_LIMITER_TIMEOUT_MS;
-  const limiters = Object.fromEntries(
-    LIMITED_ENDPOINTS.map((endpoint) => [
-      endpoint,
-      new RateLimiterRedis({
-        storeClient: options.redis,
-        keyPrefix: `${options.prefix}rl:${endpoint}`,
-        points: limits[endpoint],
-        duration: WINDOW_SECONDS,
-        // Do not queue commands while disconnected: fail open at once.
-        rejectIfRedisNotReady: true,
-      }),
-    ]),
-  ) as Record<LimitedEndpoint, RateLimiterRedis>;
+  const redis = options.redis as Redis & Partial<LimiterCommands>;
+  if (redis.botdirConsumeWindows === undefined) {
+    // EVALSHA, with ioredis falling back to EVAL once after a Redis restart (NOSCRIPT).
+    redis.defineCommand("botdirConsumeWindows", { lua: CONSUME_SCRIPT });
+  }
+  const consumeWindows = createBatcher<string, { count: number; ttlMs: number }>({
+    maxInFlight: options.batching?.maxInFlight ?? 4,
+    maxBatch: options.batching?.maxBatch ?? 64,
+    run: async (keys) => {
+      const flat = await withTimeout(
+        (redis as Redis & LimiterCommands).botdirConsumeWindows(keys.length, ...keys, WINDOW_SECONDS * 1000),
+        timeoutMs,
+      );
+      return keys.map((_, i) => ({ count: Number(flat[2 * i]), ttlMs: Number(flat[2 * i + 1]) }));
+    },
+  });
   const lastLogged = new Map<LimitedEndpoint, { at: number; suppressed: number }>();
 
   function logFailOpen(endpoint: LimitedEndpoint, error: unknown): void {
@@ -85,21 +122,21 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
     async consume(endpoint, key) {
       const limit = limits[endpoint];
       try {
-        const res = await withTimeout(limiters[endpoint].consume(key, 1), timeoutMs);
-        return { kind: "allowed", limit, remaining: res.remainingPoints, resetSeconds: toSeconds(res) };
-      } catch (outcome) {
-        if (outcome instanceof RateLimiterRes) {
-          return { kind: "limited", limit, remaining: 0, resetSeconds: toSeconds(outcome) };
-        }
-        logFailOpen(endpoint, outcome);
+        const { count, ttlMs } = await consumeWindows(`${options.prefix}rl:${endpoint}:${key}`);
+        const resetSeconds = toSeconds(ttlMs);
+        return count > limit
+          ? { kind: "limited", limit, remaining: 0, resetSeconds }
+          : { kind: "allowed", limit, remaining: limit - count, resetSeconds };
+      } catch (error) {
+        logFailOpen(endpoint, error);
         return { kind: "unknown", limit };
       }
     },
   };
 }
 
-function toSeconds(res: RateLimiterRes): number {
-  return Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+function toSeconds(ttlMs: number): number {
+  return Math.max(1, Math.ceil(ttlMs / 1000));
 }
 
 /**

@@ -1,0 +1,130 @@
+/**
+ * Coalesces the hot-path statements of concurrent requests into one statement per batch (the
+ * "group commit" idea, applied to the API's one-row reads and writes).
+ *
+ * A request queues its key and gets a promise. The queue is flushed in `setImmediate`, i.e. after
+ * the event loop has handled every socket that was readable in this turn, so the requests parsed
+ * in one turn share one statement, and an idle server adds no wait at all. At most `maxInFlight`
+ * batches execute at once; while they all are, new keys wait and leave together in the next batch.
+ * Under load this is what makes batches grow: PostgreSQL and node-postgres pay their per-statement
+ * cost (a protocol round trip, an executor start-up, a commit and its WAL flush for writes) once
+ * per batch instead of once per request.
+ *
+ * `conflictKey` keeps two keys that must not share a statement (two writes of the same bot) in
+ * different batches, in arrival order. When a batch of several fails, each of its keys is run once
+ * more on its own, so one request's failure (a row a trigger or constraint refuses) never becomes
+ * the failure of the requests that happened to share its statement; a key that fails alone too
+ * rejects with its own error. `run` must therefore be safe to repeat for a key whose batch failed:
+ * a failed statement is rolled back, and the API's statements are idempotent (a read, or a write
+ * of the same values).
+ */
+export interface BatchOptions<K, V> {
+  /** Runs one batch; resolves with one value per key, in the keys' order. */
+  run(keys: readonly K[]): Promise<readonly V[]>;
+  /** Batches executing at once (at most the pool connections they may use). */
+  maxInFlight: number;
+  /** Largest batch. */
+  maxBatch: number;
+  /** Keys with equal conflict keys never share a batch. */
+  conflictKey?: (key: K) => string;
+  /** Called with the size of every batch sent (metrics). */
+  onBatch?: (size: number) => void;
+}
+
+export type Batched<K, V> = (key: K) => Promise<V>;
+
+interface Pending<K, V> {
+  key: K;
+  resolve(value: V): void;
+  reject(error: unknown): void;
+}
+
+export function createBatcher<K, V>(options: BatchOptions<K, V>): Batched<K, V> {
+  const { run, maxInFlight, maxBatch, conflictKey, onBatch } = options;
+  if (!(maxInFlight >= 1 && maxBatch >= 1)) throw new RangeError("maxInFlight and maxBatch must be ≥ 1");
+  let queue: Pending<K, V>[] = [];
+  let inFlight = 0;
+  let scheduled = false;
+
+  function schedule(): void {
+    if (scheduled || queue.length === 0 || inFlight >= maxInFlight) return;
+    scheduled = true;
+    setImmediate(flush);
+  }
+
+  /** Takes the next batch off the queue: up to maxBatch, skipping keys that conflict with it. */
+  function take(): Pending<K, V>[] {
+    if (conflictKey === undefined || queue.length === 1) {
+      return queue.splice(0, maxBatch);
+    }
+    const batch: Pending<K, V>[] = [];
+    const rest: Pending<K, V>[] = [];
+    const seen = new Set<string>();
+    for (const item of queue) {
+      const conflict = conflictKey(item.key);
+      if (batch.length < maxBatch && !seen.has(conflict)) {
+        seen.add(conflict);
+        batch.push(item);
+      } else {
+        rest.push(item);
+      }
+    }
+    queue = rest;
+    return batch;
+  }
+
+  function flush(): void {
+    scheduled = false;
+    while (queue.length > 0 && inFlight < maxInFlight) execute(take());
+  }
+
+  function execute(batch: Pending<K, V>[]): void {
+    inFlight++;
+    onBatch?.(batch.length);
+    let outcome: Promise<readonly V[]>;
+    try {
+      outcome = run(batch.map((item) => item.key));
+    } catch (error) {
+      outcome = Promise.reject(error);
+    }
+    outcome
+      .then((values) => {
+        if (values.length !== batch.length) {
+          throw new Error(
+            `batch returned ${values.length} results for ${batch.length} key${batch.length === 1 ? "" : "s"}`,
+          );
+        }
+        for (const [i, item] of batch.entries()) item.resolve(values[i] as V);
+      })
+      .catch((error: unknown) => {
+        if (batch.length === 1) {
+          batch[0]?.reject(error);
+          return;
+        }
+        return Promise.all(
+          batch.map((item) =>
+            Promise.resolve()
+              .then(() => run([item.key]))
+              .then(
+                (values) =>
+                  values.length === 1
+                    ? item.resolve(values[0] as V)
+                    : item.reject(new Error(`batch returned ${values.length} results for 1 key`)),
+                (alone: unknown) => item.reject(alone),
+              ),
+          ),
+        );
+      })
+      .finally(() => {
+        inFlight--;
+        // Keys queued while every slot was busy have waited already: send them now.
+        if (queue.length > 0 && inFlight < maxInFlight) flush();
+      });
+  }
+
+  return (key) =>
+    new Promise<V>((resolve, reject) => {
+      queue.push({ key, resolve, reject });
+      schedule();
+    });
+}
