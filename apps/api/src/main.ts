@@ -17,11 +17,9 @@ import { createApiMetrics, createMetricsApp } from "./metrics.js";
 const env = loadEnv();
 const logger = pino(loggerOptions("api", env.LOG_LEVEL));
 const db = createDb({ url: env.DATABASE_URL, poolMax: env.DB_POOL_MAX });
-// Fail fast while Redis is down (the limiter fails open) instead of queueing commands.
-// Auto-pipelining sends the limiter commands of concurrent requests in one write (this is not a
-// BullMQ connection, where it must stay off).
+// Fail fast while Redis is down (the limiter fails open) instead of queueing commands. No
+// auto-pipelining: the limiter already sends one command per batch of requests (services/batch.ts).
 const redis = new Redis(env.REDIS_URL, {
-  enableAutoPipelining: true,
   enableOfflineQueue: false,
   maxRetriesPerRequest: 1,
   connectTimeout: 2_000,

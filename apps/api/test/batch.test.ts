@@ -112,6 +112,16 @@ describe("createBatcher", () => {
     ]);
   });
 
+  it("when isolateFailures is off, then a failed batch rejects all its requests at once", async () => {
+    const r = recorder<number>();
+    const load = createBatcher({ run: r.run, maxInFlight: 4, maxBatch: 64, isolateFailures: false });
+    const settled = Promise.allSettled([load(1), load(2)]);
+    await turn();
+    r.failNext(new Error("redis down"));
+    expect((await settled).map((o) => o.status)).toEqual(["rejected", "rejected"]);
+    expect(r.batches).toEqual([[1, 2]]);
+  });
+
   it("when a batch of one fails, then its request is rejected with the error and the next batch still runs", async () => {
     const r = recorder<number>();
     const load = createBatcher({ run: r.run, maxInFlight: 1, maxBatch: 64 });

@@ -177,7 +177,7 @@ describe("the hot path", () => {
       const get = (path: string, token: string) =>
         fetch(`${base}${path}`, { headers: { authorization: token } }).then(async (r) => ({
           status: r.status,
-          body: await r.json(),
+          body: (await r.json()) as { voted: number },
         }));
       const [answers, unknown, foreign] = await Promise.all([
         Promise.all(bots.map((b) => get(`/api/v1/bots/${b.id}/check?userId=${USER}`, b.auth.Authorization))),

@@ -8,6 +8,7 @@ import { CheckQuery, parseOrThrow, type VoteCheckResult } from "@botdir/schema";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
 import { admit } from "../http/access.js";
+import { sendJson } from "../http/json.js";
 import { allowOnly } from "../http/methods.js";
 import { requireTokenHash } from "../services/auth.js";
 import { toVoteCheck } from "../services/bots.js";
@@ -26,7 +27,7 @@ export function registerCheck(router: Router, ctx: ApiContext): void {
     admit(res, { tokenBotId: row?.botId ?? null, pathId: req.params.id, rate });
     if (!query.success) parseOrThrow(CheckQuery, req.query, "The query");
     const body: VoteCheckResult = toVoteCheck(row?.votedAt ?? null, ctx.clock.now());
-    res.json(body);
+    sendJson(res, body);
   };
   router.get(CHECK_ALIAS_PATH, handler);
   router.get(CHECK_PATH, handler);

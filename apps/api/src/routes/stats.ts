@@ -5,6 +5,7 @@
 import { parseOrThrow, StatsBody, type StatsResponse } from "@botdir/schema";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
+import { sendJson } from "../http/json.js";
 import { deferredJsonBody } from "../http/json-body.js";
 import { allowOnly } from "../http/methods.js";
 import { authenticatedWrite } from "../http/write.js";
@@ -25,7 +26,7 @@ export function registerStats(router: Router, ctx: ApiContext): void {
     if (result.changed) await ctx.caches.invalidatePage(result.botId);
     // Always a JSON body (never an empty 204): some clients parse every 2xx answer.
     const body: StatsResponse = { success: true, server_count: input };
-    res.json(body);
+    sendJson(res, body);
   };
   router.post(STATS_ALIAS_PATH, deferredJsonBody(ctx.bodyLimits.stats), handler);
   router.post(STATS_PATH, deferredJsonBody(ctx.bodyLimits.stats), handler);

@@ -7,6 +7,7 @@ import { clampLimit, type VotesResponse } from "@botdir/schema";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
 import { admit } from "../http/access.js";
+import { sendJson } from "../http/json.js";
 import { allowOnly } from "../http/methods.js";
 import { requireTokenHash } from "../services/auth.js";
 import { listVotes } from "../services/bots.js";
@@ -24,7 +25,7 @@ export function registerVotes(router: Router, ctx: ApiContext): void {
     ]);
     admit(res, { tokenBotId: page?.botId ?? null, pathId: req.params.id, rate });
     const body: VotesResponse = { votes: page?.votes ?? [] };
-    res.json(body);
+    sendJson(res, body);
   };
   router.get(VOTES_ALIAS_PATH, handler);
   router.get(VOTES_PATH, handler);

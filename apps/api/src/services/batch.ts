@@ -14,7 +14,7 @@
  * different batches, in arrival order. When a batch of several fails, each of its keys is run once
  * more on its own, so one request's failure (a row a trigger or constraint refuses) never becomes
  * the failure of the requests that happened to share its statement; a key that fails alone too
- * rejects with its own error. `run` must therefore be safe to repeat for a key whose batch failed:
+ * rejects with its own error (`isolateFailures: false` rejects the whole batch at once). `run` must therefore be safe to repeat for a key whose batch failed:
  * a failed statement is rolled back, and the API's statements are idempotent (a read, or a write
  * of the same values).
  */
@@ -27,6 +27,11 @@ export interface BatchOptions<K, V> {
   maxBatch: number;
   /** Keys with equal conflict keys never share a batch. */
   conflictKey?: (key: K) => string;
+  /**
+   * Whether a failed batch of several runs each key once more alone (default true). Off where a
+   * failure can only be the store's (a Redis call), so that a stalled store is not waited for twice.
+   */
+  isolateFailures?: boolean;
   /** Called with the size of every batch sent (metrics). */
   onBatch?: (size: number) => void;
 }
@@ -40,7 +45,7 @@ interface Pending<K, V> {
 }
 
 export function createBatcher<K, V>(options: BatchOptions<K, V>): Batched<K, V> {
-  const { run, maxInFlight, maxBatch, conflictKey, onBatch } = options;
+  const { run, maxInFlight, maxBatch, conflictKey, onBatch, isolateFailures = true } = options;
   if (!(maxInFlight >= 1 && maxBatch >= 1)) throw new RangeError("maxInFlight and maxBatch must be ≥ 1");
   let queue: Pending<K, V>[] = [];
   let inFlight = 0;
@@ -97,8 +102,8 @@ export function createBatcher<K, V>(options: BatchOptions<K, V>): Batched<K, V> 
         for (const [i, item] of batch.entries()) item.resolve(values[i] as V);
       })
       .catch((error: unknown) => {
-        if (batch.length === 1) {
-          batch[0]?.reject(error);
+        if (batch.length === 1 || !isolateFailures) {
+          for (const item of batch) item.reject(error);
           return;
         }
         return Promise.all(

@@ -6,6 +6,7 @@
 import type { Logger } from "@botdir/schema";
 import { describeError, withTimeout } from "@botdir/schema";
 import type { Redis } from "ioredis";
+import { createBatcher } from "./batch.js";
 import type { WidgetCounts } from "./bots.js";
 
 export const CACHE_TIMEOUT_MS = 200;
@@ -23,12 +24,22 @@ export interface Caches {
 export function createCaches(options: { redis: Redis; prefix: string; logger: Logger }): Caches {
   const { redis, prefix, logger } = options;
   const pageKey = (botId: string) => `${prefix}page:bot:${botId}`;
+  // The invalidations of one event-loop turn share one DEL (services/batch.ts).
+  const deletePages = createBatcher<string, undefined>({
+    maxInFlight: 4,
+    maxBatch: 64,
+    isolateFailures: false,
+    run: async (keys) => {
+      await withTimeout(redis.del(...keys), CACHE_TIMEOUT_MS);
+      return keys.map(() => undefined);
+    },
+  });
   const widgetKey = (botId: string) => `${prefix}widget:bot:${botId}`;
   return {
     pageKey,
     async invalidatePage(botId) {
       try {
-        await withTimeout(redis.del(pageKey(botId)), CACHE_TIMEOUT_MS);
+        await deletePages(pageKey(botId));
       } catch (error) {
         logger.warn(
           { event: "page_cache_invalidation_failed", botId, err: describeError(error) },

@@ -88,6 +88,7 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   const consumeWindows = createBatcher<string, { count: number; ttlMs: number }>({
     maxInFlight: options.batching?.maxInFlight ?? 4,
     maxBatch: options.batching?.maxBatch ?? 64,
+    isolateFailures: false,
     run: async (keys) => {
       const flat = await withTimeout(
         (redis as Redis & LimiterCommands).botdirConsumeWindows(keys.length, ...keys, WINDOW_SECONDS * 1000),
