@@ -4,7 +4,7 @@
  */
 import type { Db, SecretBox } from "@botdir/db";
 import { type Clock, DeliveryJobData, describeError, type Logger } from "@botdir/schema";
-import { claimAttempt, recordAttempt } from "./deliveries.js";
+import { createDeliveryStore, type DeliveryStore } from "./deliveries.js";
 import { buildDeliveryRequest } from "./delivery-request.js";
 import type { ErrorKind, SendAttempt } from "./http-client.js";
 import type { AttemptRecorder } from "./metrics.js";
@@ -23,6 +23,8 @@ export interface DeliverDeps {
   earlySlackMs?: number;
   /** Counts every recorded attempt (Prometheus); optional so unit tests can leave it out. */
   metrics?: AttemptRecorder;
+  /** Claims and records attempts (batched by the worker); default: one statement per attempt. */
+  store?: DeliveryStore;
 }
 
 export type DeliverResult =
@@ -40,6 +42,7 @@ export const EARLY_SLACK_MS = 250;
 
 export function createDeliverHandler(deps: DeliverDeps) {
   const earlySlackMs = deps.earlySlackMs ?? EARLY_SLACK_MS;
+  const store = deps.store ?? createDeliveryStore(deps.db, { maxBatch: 1, maxInFlight: 1 });
 
   return async function deliver(raw: unknown): Promise<DeliverResult> {
     const parsed = DeliveryJobData.safeParse(raw);
@@ -49,7 +52,7 @@ export function createDeliverHandler(deps: DeliverDeps) {
     }
     const { deliveryId } = parsed.data;
 
-    const claim = await claimAttempt(deps.db, deliveryId, {
+    const claim = await store.claim(deliveryId, {
       now: deps.clock.now(),
       leaseMs: deps.leaseMs,
       earlySlackMs,
@@ -74,7 +77,7 @@ export function createDeliverHandler(deps: DeliverDeps) {
     const attemptedAt = deps.clock.now();
     const outcome = await deps.send(buildDeliveryRequest({ ...target, deliveryId }));
     const recordedAt = deps.clock.now();
-    const recorded = await recordAttempt(deps.db, {
+    const recorded = await store.record({
       deliveryId,
       botId: target.botId,
       attemptNumber,

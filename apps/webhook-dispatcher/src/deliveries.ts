@@ -24,6 +24,7 @@
  */
 import type { Db } from "@botdir/db";
 import { WEBHOOK_MAX_ATTEMPTS } from "@botdir/schema";
+import { createBatcher } from "./batch.js";
 import type { AttemptOutcome } from "./http-client.js";
 import { type RetryDelays, retryDelayMs } from "./schedule.js";
 
@@ -141,6 +142,38 @@ interface ClaimRow {
   webhook_secret_encrypted: string | null;
 }
 
+/**
+ * CLAIM_SQL for many deliveries at once (ids $1). The rows are locked with SKIP LOCKED, so the
+ * statement never waits for a row lock and can never take part in a deadlock with another batch;
+ * a delivery whose row was locked (a concurrent claim or record, the relay's hand-off mark) is
+ * simply not returned, and its caller claims it with CLAIM_SQL, which waits for that one row.
+ */
+const CLAIM_BATCH_SQL = `
+WITH d AS (
+  SELECT id, state, attempts_made, next_attempt_at, lease_until, bot_id, vote_id
+    FROM webhook_deliveries
+   WHERE id = ANY($1::uuid[])
+     FOR UPDATE SKIP LOCKED
+), c AS (
+  UPDATE webhook_deliveries w
+     SET attempts_made = w.attempts_made + 1, lease_until = $2, attempt_started_at = $3, updated_at = $3
+    FROM d, bots b
+   WHERE w.id = d.id
+     AND b.id = d.bot_id
+     AND w.state = 'pending'
+     AND w.lease_until IS NULL
+     AND w.attempts_made < $5
+     AND w.next_attempt_at <= $4
+     AND b.webhook_url IS NOT NULL
+     AND b.webhook_secret_encrypted IS NOT NULL
+  RETURNING w.id, w.attempts_made, b.webhook_url, b.webhook_secret_encrypted
+)
+SELECT d.id, d.state, d.attempts_made, d.next_attempt_at, d.lease_until, d.bot_id, v.user_id, v.voted_at,
+       c.attempts_made AS claimed_attempt, c.webhook_url, c.webhook_secret_encrypted
+  FROM d
+  JOIN vote_log v ON v.id = d.vote_id
+  LEFT JOIN c ON c.id = d.id`;
+
 /** Gives a claim back (its secret could not be decrypted): no attempt is used. */
 const RELEASE_SQL = `
 UPDATE webhook_deliveries
@@ -148,15 +181,31 @@ UPDATE webhook_deliveries
  WHERE id = $1 AND state = 'pending' AND attempts_made = $2 AND lease_until = $3`;
 
 export async function claimAttempt(db: Db, deliveryId: string, options: ClaimOptions): Promise<ClaimResult> {
-  const { now } = options;
-  const leaseUntil = new Date(now.getTime() + options.leaseMs);
-  const dueBy = new Date(now.getTime() + options.earlySlackMs);
+  const { leaseUntil, dueBy } = claimTimes(options);
   const { rows } = await db.pool.query<ClaimRow>({
     name: "dispatcher_claim",
     text: CLAIM_SQL,
-    values: [deliveryId, leaseUntil, now, dueBy, WEBHOOK_MAX_ATTEMPTS],
+    values: [deliveryId, leaseUntil, options.now, dueBy, WEBHOOK_MAX_ATTEMPTS],
   });
-  const row = rows[0];
+  return settleClaim(db, deliveryId, rows[0], options);
+}
+
+function claimTimes(options: ClaimOptions): { leaseUntil: Date; dueBy: Date } {
+  return {
+    leaseUntil: new Date(options.now.getTime() + options.leaseMs),
+    dueBy: new Date(options.now.getTime() + options.earlySlackMs),
+  };
+}
+
+/** Turns the row CLAIM_SQL (or CLAIM_BATCH_SQL) returned for one delivery into the claim's result. */
+async function settleClaim(
+  db: Db,
+  deliveryId: string,
+  row: ClaimRow | undefined,
+  options: ClaimOptions,
+): Promise<ClaimResult> {
+  const { now } = options;
+  const { leaseUntil, dueBy } = claimTimes(options);
   if (!row) return { kind: "done", reason: "not_found" };
   if (row.claimed_attempt !== null && row.webhook_url && row.webhook_secret_encrypted) {
     const attemptNumber = row.claimed_attempt;
@@ -342,7 +391,8 @@ WITH u AS (
 )
 SELECT count(*)::int AS recorded FROM u`;
 
-export async function recordAttempt(db: Db, input: RecordInput): Promise<RecordResult> {
+/** What recording `input` writes, and what it means when it is written. */
+function planRecord(input: RecordInput): { result: RecordResult; state: "pending" | "delivered" | "failed" } {
   const { outcome, now } = input;
   const delay = outcome.ok ? null : retryDelayMs(input.retryDelays, input.attemptNumber);
   const result: RecordResult = outcome.ok
@@ -350,7 +400,12 @@ export async function recordAttempt(db: Db, input: RecordInput): Promise<RecordR
     : delay === null
       ? { kind: "failed" }
       : { kind: "retry", nextAttemptAt: new Date(now.getTime() + delay) };
-  const state = result.kind === "retry" ? "pending" : result.kind;
+  return { result, state: result.kind === "retry" ? "pending" : result.kind };
+}
+
+export async function recordAttempt(db: Db, input: RecordInput): Promise<RecordResult> {
+  const { outcome, now } = input;
+  const { result, state } = planRecord(input);
   const { rows } = await db.pool.query<{ recorded: number }>({
     name: "dispatcher_record",
     text: RECORD_SQL,
@@ -372,12 +427,154 @@ export async function recordAttempt(db: Db, input: RecordInput): Promise<RecordR
   return rows[0]?.recorded === 1 ? result : { kind: "superseded" };
 }
 
+/**
+ * RECORD_SQL for many attempts at once (one array per column, element i = attempt i). Like
+ * CLAIM_BATCH_SQL it locks the rows with SKIP LOCKED first, so it never waits for a lock; `l` lists
+ * the rows it locked, and `recorded` tells, for each of them, whether the claim was still ours. An
+ * attempt whose row was not locked here is recorded on its own with RECORD_SQL.
+ */
+const RECORD_BATCH_SQL = `
+WITH i AS (
+  SELECT * FROM unnest($1::uuid[], $2::int[], $3::timestamptz[], $4::text[], $5::timestamptz[],
+                       $6::timestamptz[], $7::timestamptz[], $8::varchar[], $9::int[], $10::text[],
+                       $11::int[], $12::timestamptz[])
+         AS i(id, attempt_number, lease_until, state, next_attempt_at, completed_at, updated_at,
+              bot_id, status_code, error_kind, duration_ms, attempted_at)
+), l AS (
+  SELECT id FROM webhook_deliveries WHERE id = ANY($1::uuid[]) FOR UPDATE SKIP LOCKED
+), u AS (
+  UPDATE webhook_deliveries d
+     SET state = i.state::delivery_state,
+         next_attempt_at = COALESCE(i.next_attempt_at, d.next_attempt_at),
+         completed_at = i.completed_at,
+         lease_until = NULL,
+         attempt_started_at = NULL,
+         updated_at = i.updated_at
+    FROM i, l
+   WHERE d.id = i.id AND l.id = i.id
+     AND d.state = 'pending' AND d.attempts_made = i.attempt_number AND d.lease_until = i.lease_until
+  RETURNING d.id
+), a AS (
+  INSERT INTO webhook_attempts
+         (delivery_id, bot_id, attempt_number, status_code, error_kind, duration_ms, attempted_at)
+  SELECT i.id, i.bot_id, i.attempt_number, i.status_code, i.error_kind, i.duration_ms, i.attempted_at
+    FROM i JOIN u ON u.id = i.id
+)
+SELECT l.id, u.id IS NOT NULL AS recorded FROM l LEFT JOIN u ON u.id = l.id`;
+
+/** Records several attempts (of different deliveries) in one statement; see RECORD_BATCH_SQL. */
+async function recordAttempts(db: Db, inputs: readonly RecordInput[]): Promise<(RecordResult | "skipped")[]> {
+  const plans = inputs.map(planRecord);
+  const column = <T>(pick: (input: RecordInput, i: number) => T): T[] => inputs.map(pick);
+  const { rows } = await db.pool.query<{ id: string; recorded: boolean }>({
+    name: "dispatcher_record_batch",
+    text: RECORD_BATCH_SQL,
+    values: [
+      column((x) => x.deliveryId),
+      column((x) => x.attemptNumber),
+      column((x) => x.leaseUntil),
+      column((_, i) => plans[i]?.state),
+      column((_, i) => {
+        const result = plans[i]?.result;
+        return result?.kind === "retry" ? result.nextAttemptAt : null;
+      }),
+      column((x, i) => (plans[i]?.result.kind === "retry" ? null : x.now)),
+      column((x) => x.now),
+      column((x) => x.botId),
+      column((x) => x.outcome.statusCode),
+      column((x) => x.outcome.errorKind),
+      column((x) => x.outcome.durationMs),
+      column((x) => x.attemptedAt),
+    ],
+  });
+  const recorded = new Map(rows.map((row) => [row.id, row.recorded]));
+  return inputs.map((input, i) => {
+    const locked = recorded.get(input.deliveryId);
+    if (locked === undefined) return "skipped";
+    return locked ? (plans[i] as { result: RecordResult }).result : { kind: "superseded" };
+  });
+}
+
+/** How the claims and records of the attempts in flight share statements (DISPATCHER_DB_BATCH_MAX). */
+export interface DeliveryStoreOptions {
+  /** Most attempts per claim or record statement; 1 sends one statement per attempt. */
+  maxBatch: number;
+  /** Claim statements (and, separately, record statements) executing at once. */
+  maxInFlight: number;
+}
+
+/** Claims and records attempts; concurrent calls share statements (src/batch.ts). */
+export interface DeliveryStore {
+  claim(deliveryId: string, options: ClaimOptions): Promise<ClaimResult>;
+  record(input: RecordInput): Promise<RecordResult>;
+}
+
+type ClaimItem = { deliveryId: string; options: ClaimOptions };
+/** What a claim batch found for one delivery: its row, or "skipped" (locked elsewhere, or absent). */
+type ClaimFound = { row: ClaimRow | undefined | "skipped"; options: ClaimOptions };
+
+export function createDeliveryStore(db: Db, options: DeliveryStoreOptions): DeliveryStore {
+  if (options.maxBatch <= 1) {
+    return {
+      claim: (deliveryId, claimOptions) => claimAttempt(db, deliveryId, claimOptions),
+      record: (input) => recordAttempt(db, input),
+    };
+  }
+  const claimBatch = createBatcher<ClaimItem, ClaimFound>({
+    maxBatch: options.maxBatch,
+    maxInFlight: options.maxInFlight,
+    conflictKey: (item) => item.deliveryId,
+    async run(items) {
+      // One clock reading for the whole batch: the latest of its items' (they differ by < 1 ms).
+      const latest = items.reduce((a, b) => (b.options.now > a.options.now ? b : a)).options;
+      if (items.length === 1) {
+        const { leaseUntil, dueBy } = claimTimes(latest);
+        const { rows } = await db.pool.query<ClaimRow>({
+          name: "dispatcher_claim",
+          text: CLAIM_SQL,
+          values: [items[0]?.deliveryId, leaseUntil, latest.now, dueBy, WEBHOOK_MAX_ATTEMPTS],
+        });
+        return [{ row: rows[0], options: latest }];
+      }
+      const { leaseUntil, dueBy } = claimTimes(latest);
+      const { rows } = await db.pool.query<ClaimRow & { id: string }>({
+        name: "dispatcher_claim_batch",
+        text: CLAIM_BATCH_SQL,
+        values: [items.map((item) => item.deliveryId), leaseUntil, latest.now, dueBy, WEBHOOK_MAX_ATTEMPTS],
+      });
+      const found = new Map(rows.map((row) => [row.id, row]));
+      return items.map((item) => ({ row: found.get(item.deliveryId) ?? "skipped", options: latest }));
+    },
+  });
+  const recordBatch = createBatcher<RecordInput, RecordResult | "skipped">({
+    maxBatch: options.maxBatch,
+    maxInFlight: options.maxInFlight,
+    conflictKey: (input) => input.deliveryId,
+    run: (inputs) =>
+      inputs.length === 1
+        ? recordAttempt(db, inputs[0] as RecordInput).then((r) => [r])
+        : recordAttempts(db, inputs),
+  });
+  return {
+    async claim(deliveryId, claimOptions) {
+      const { row, options: used } = await claimBatch({ deliveryId, options: claimOptions });
+      // Locked by someone else (or not there): the one-row statement waits for the lock and sees.
+      if (row === "skipped") return claimAttempt(db, deliveryId, claimOptions);
+      return settleClaim(db, deliveryId, row, used);
+    },
+    async record(input) {
+      const result = await recordBatch(input);
+      return result === "skipped" ? recordAttempt(db, input) : result;
+    },
+  };
+}
+
 const NIL_UUID = "00000000-0000-0000-0000-000000000000";
 
 /**
- * Opens up to `connections` pool connections and prepares the claim and record statements on each
- * (against the nil id, so nothing is locked or written), so the first burst of jobs after start-up
- * does not pay for connection set-up and planning. Failures are ignored: the pool connects lazily.
+ * Opens up to `connections` pool connections and prepares the claim and record statements (one-row
+ * and batch) on each (against the nil id, so nothing is locked or written), so the first burst of
+ * jobs after start-up does not pay for connection set-up and planning. Failures are ignored: the pool connects lazily.
  */
 export async function warmUp(db: Db, connections: number): Promise<void> {
   const clients = await Promise.all(
@@ -397,6 +594,17 @@ export async function warmUp(db: Db, connections: number): Promise<void> {
           name: "dispatcher_record",
           text: RECORD_SQL,
           values: [NIL_UUID, 0, now, "pending", null, null, now, "", null, null, 0, now],
+        });
+        await client.query({
+          name: "dispatcher_claim_batch",
+          text: CLAIM_BATCH_SQL,
+          values: [[NIL_UUID], now, now, now, 0],
+        });
+        const none = [null];
+        await client.query({
+          name: "dispatcher_record_batch",
+          text: RECORD_BATCH_SQL,
+          values: [[NIL_UUID], [0], [now], ["pending"], none, none, [now], [""], none, none, [0], [now]],
         });
       } catch {
         // best effort

@@ -33,6 +33,13 @@ export const DispatcherEnv = z.object({
    * PostgreSQL beyond WEBHOOK_TIMEOUT_MS.
    */
   DISPATCHER_LOCK_DURATION_MS: z.coerce.number().int().min(500).max(600_000).default(30_000),
+  /**
+   * Claims (and records) of the attempts in flight share one statement, up to this many per
+   * statement, with at most DISPATCHER_DB_BATCH_IN_FLIGHT statements of each kind running; a claim
+   * that finds a free slot goes at once. 1 turns batching off.
+   */
+  DISPATCHER_DB_BATCH_MAX: z.coerce.number().int().min(1).max(1_000).default(50),
+  DISPATCHER_DB_BATCH_IN_FLIGHT: z.coerce.number().int().min(1).max(100).default(2),
   DISPATCHER_STALLED_INTERVAL_MS: z.coerce.number().int().min(200).max(600_000).default(30_000),
 });
 export type DispatcherEnv = z.output<typeof DispatcherEnv>;

@@ -59,6 +59,8 @@ const worker = createDispatcherWorker(
     allowPrivateTargets: env.WEBHOOK_ALLOW_PRIVATE_TARGETS,
     lockDurationMs: env.DISPATCHER_LOCK_DURATION_MS,
     stalledIntervalMs: env.DISPATCHER_STALLED_INTERVAL_MS,
+    dbBatchMax: env.DISPATCHER_DB_BATCH_MAX,
+    dbBatchInFlight: env.DISPATCHER_DB_BATCH_IN_FLIGHT,
   },
 );
 if (env.WEBHOOK_ALLOW_PRIVATE_TARGETS) {

@@ -17,6 +17,7 @@ import {
 import { DelayedError, type Job, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { createDeliverHandler, type DeliverResult } from "./deliver.handler.js";
+import { createDeliveryStore } from "./deliveries.js";
 import { createWebhookSender } from "./http-client.js";
 import type { AttemptRecorder } from "./metrics.js";
 import { AttemptFailed, createBackoffStrategy, type RetryDelays } from "./schedule.js";
@@ -30,6 +31,13 @@ export interface DispatcherConfig {
   allowPrivateTargets: boolean;
   lockDurationMs: number;
   stalledIntervalMs: number;
+  /**
+   * Most attempts whose claims (or records) share one statement (DISPATCHER_DB_BATCH_MAX); 1 sends
+   * one statement per attempt. Default 1.
+   */
+  dbBatchMax?: number;
+  /** Claim statements (and record statements) executing at once when batching (default 2). */
+  dbBatchInFlight?: number;
   /** Tests inject DNS answers. */
   resolver?: Resolver;
 }
@@ -74,6 +82,10 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     leaseMs: leaseMs(config),
     metrics: deps.metrics,
     send,
+    store: createDeliveryStore(deps.db, {
+      maxBatch: config.dbBatchMax ?? 1,
+      maxInFlight: config.dbBatchInFlight ?? 2,
+    }),
   });
 
   const processor = async (

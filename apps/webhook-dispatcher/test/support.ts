@@ -24,6 +24,8 @@ export function testConfig(prefix: string, overrides: Partial<DispatcherConfig> 
     allowPrivateTargets: true,
     lockDurationMs: 2_000,
     stalledIntervalMs: 1_000,
+    // As in production (DISPATCHER_DB_BATCH_MAX): concurrent attempts share claim/record statements.
+    dbBatchMax: 50,
     ...overrides,
   };
 }
