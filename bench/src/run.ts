@@ -379,10 +379,15 @@ async function main(): Promise<void> {
       };
     };
     const cpu: Record<string, { ours: CpuShare; floor: CpuShare }> = {};
-    /** The API's batching counters (botdir_batch_*_total), summed over the batched statements. */
+    /** The batching counters (botdir_batch_*_total) of the app serving the path being measured. */
     const batchCounters = async () => {
-      if (!/ \/(check|stats)/.test(currentPath)) return { statements: 0, requests: 0 };
-      const text = await (await fetch(`http://127.0.0.1:${apiMetricsPort}/metrics`)).text();
+      const url = / \/(check|stats)/.test(currentPath)
+        ? `http://127.0.0.1:${apiMetricsPort}/metrics`
+        : currentPath.includes("/internal/v1/votes")
+          ? `http://127.0.0.1:${ingestPort}/metrics`
+          : null;
+      if (url === null) return { statements: 0, requests: 0 };
+      const text = await (await fetch(url)).text();
       const sum = (name: string) =>
         parseMetrics(text)
           .filter((sample) => sample.name === name)

@@ -1,5 +1,12 @@
 import type { Db } from "@botdir/db";
-import { type Clock, errorHandler, type Logger, notFound, requestContext } from "@botdir/schema";
+import {
+  type Clock,
+  createBatcher,
+  errorHandler,
+  type Logger,
+  notFound,
+  requestContext,
+} from "@botdir/schema";
 import express, { type Express, type RequestHandler } from "express";
 import type { Redis } from "ioredis";
 import type { ApiContext } from "./context.js";
@@ -12,7 +19,6 @@ import { registerOpenApi } from "./routes/openapi.js";
 import { registerStats } from "./routes/stats.js";
 import { registerVotes } from "./routes/votes.js";
 import { registerWidget } from "./routes/widget.js";
-import { createBatcher } from "./services/batch.js";
 import { findVoteWindows, writeStatsBatch } from "./services/bots.js";
 import { createCaches } from "./services/cache.js";
 import { createRateLimiter, type RateLimits } from "./services/ratelimit.js";
@@ -32,7 +38,7 @@ export interface ApiDeps {
   bodyLimits?: Partial<BodyLimits>;
   /** Prometheus series of this app instance (default: a fresh registry; main.ts serves it). */
   metrics?: ApiMetrics;
-  /** Hot-path statement batching (services/batch.ts); default DEFAULT_BATCHING. */
+  /** Hot-path statement batching (createBatcher, @botdir/schema); default DEFAULT_BATCHING. */
   batching?: Partial<Batching>;
 }
 

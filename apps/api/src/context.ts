@@ -1,7 +1,6 @@
 import type { Db } from "@botdir/db";
-import type { Clock, Logger } from "@botdir/schema";
+import type { Batched, Clock, Logger } from "@botdir/schema";
 import type { BodyLimits } from "./http/json-body.js";
-import type { Batched } from "./services/batch.js";
 import type { StatsWrite, VoteCheckRow, VoteWindowKey, WriteResult } from "./services/bots.js";
 import type { Caches } from "./services/cache.js";
 import type { RateLimiter } from "./services/ratelimit.js";
@@ -14,7 +13,7 @@ export interface ApiContext {
   limiter: RateLimiter;
   caches: Caches;
   bodyLimits: BodyLimits;
-  /** findVoteWindow, coalesced across concurrent requests (services/batch.ts). */
+  /** findVoteWindow, coalesced across concurrent requests (createBatcher, @botdir/schema). */
   voteWindow: Batched<VoteWindowKey, VoteCheckRow | null>;
   /** writeStats, coalesced across concurrent requests (one commit per batch). */
   writeStats: Batched<StatsWrite, WriteResult | null>;

@@ -18,7 +18,7 @@ const env = loadEnv();
 const logger = pino(loggerOptions("api", env.LOG_LEVEL));
 const db = createDb({ url: env.DATABASE_URL, poolMax: env.DB_POOL_MAX });
 // Fail fast while Redis is down (the limiter fails open) instead of queueing commands. No
-// auto-pipelining: the limiter already sends one command per batch of requests (services/batch.ts).
+// auto-pipelining: the limiter already sends one command per batch of requests (createBatcher, @botdir/schema).
 const redis = new Redis(env.REDIS_URL, {
   enableOfflineQueue: false,
   maxRetriesPerRequest: 1,

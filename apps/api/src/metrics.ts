@@ -4,6 +4,7 @@
  */
 import {
   Counter,
+  createBatchMetrics,
   createHttpMetrics,
   createMetricsRegistry,
   errorHandler,
@@ -24,7 +25,7 @@ export interface ApiMetrics {
   rejections: Record<LimitedEndpoint, { inc(): void }>;
   /** `botdir_rate_limit_fail_open_total{endpoint}`, one child per endpoint. */
   failOpen: Record<LimitedEndpoint, { inc(): void }>;
-  /** Counts one batched statement of `size` requests (`botdir_batch_*_total{statement}`). */
+  /** Counts one batched statement of `size` requests (createBatchMetrics). */
   batch(statement: BatchedStatement): (size: number) => void;
 }
 
@@ -53,33 +54,10 @@ export function createApiMetrics(options: MetricsRegistryOptions = {}): ApiMetri
         return [endpoint, child];
       }),
     ) as Record<LimitedEndpoint, { inc(): void }>;
-  const batches = new Counter({
-    name: "botdir_batch_statements_total",
-    help: "Batched hot-path statements sent to PostgreSQL (requests coalesced into one statement).",
-    labelNames: ["statement"],
-    registers: [registry],
-  });
-  const batched = new Counter({
-    name: "botdir_batch_requests_total",
-    help: "Requests answered by batched statements; divided by botdir_batch_statements_total, the mean batch size.",
-    labelNames: ["statement"],
-    registers: [registry],
-  });
-  const batchChildren = Object.fromEntries(
-    BATCHED_STATEMENTS.map((statement) => {
-      const [b, r] = [batches.labels({ statement }), batched.labels({ statement })];
-      b.inc(0);
-      r.inc(0);
-      const observe = (size: number) => {
-        b.inc();
-        r.inc(size);
-      };
-      return [statement, observe];
-    }),
-  ) as Record<BatchedStatement, (size: number) => void>;
+  const batchObservers = createBatchMetrics(registry, BATCHED_STATEMENTS);
   return {
     registry,
-    batch: (statement) => batchChildren[statement],
+    batch: (statement) => batchObservers[statement],
     http: createHttpMetrics(registry),
     rejections: children(rejections),
     failOpen: children(failOpen),

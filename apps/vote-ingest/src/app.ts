@@ -34,6 +34,8 @@ export interface IngestDeps {
   webhookResolver?: Resolver | null;
   /** Prometheus series of this app instance, served at GET /metrics (default: a fresh registry). */
   metrics?: IngestMetrics;
+  /** Vote-casting statements in flight and votes per statement (default DEFAULT_CAST_BATCHING). */
+  batching?: { maxInFlight: number; maxBatch: number };
 }
 
 /** Wires middleware and routes of the internal listener; nothing else. */
@@ -47,7 +49,10 @@ export function createApp(deps: IngestDeps): Express {
   const router = express.Router();
   registerHealth(router, deps);
   router.get("/metrics", metricsHandler(metrics.registry));
-  registerVotes(router, { votes: createVotes(deps), internalApiKey: deps.internalApiKey });
+  registerVotes(router, {
+    votes: createVotes({ ...deps, onBatch: (size) => metrics.castBatch(size) }),
+    internalApiKey: deps.internalApiKey,
+  });
   registerBotManagement(router, deps);
   registerOpenApi(router, deps);
   app.use(router);

@@ -6,6 +6,7 @@
  */
 import {
   Counter,
+  createBatchMetrics,
   createHttpMetrics,
   createMetricsRegistry,
   createScrapeSources,
@@ -19,6 +20,8 @@ import type { OutboxBacklog, OutboxRelayStats } from "./outbox/relay.js";
 export interface IngestMetrics {
   registry: Registry;
   http: HttpMetrics;
+  /** Counts one vote-casting statement of `size` votes (createBatchMetrics, statement="cast-vote"). */
+  castBatch(size: number): void;
 }
 
 export interface IngestMetricsSources {
@@ -35,7 +38,11 @@ export function createIngestMetrics(
   const registry = createMetricsRegistry("vote-ingest", options);
   const { outbox } = sources;
   if (outbox) registerOutbox(registry, outbox, sources.scrapeTimeoutMs);
-  return { registry, http: createHttpMetrics(registry) };
+  return {
+    registry,
+    http: createHttpMetrics(registry),
+    castBatch: createBatchMetrics(registry, ["cast-vote"])["cast-vote"],
+  };
 }
 
 function registerOutbox(

@@ -1,8 +1,10 @@
 import type { Server } from "node:http";
 import {
   createTestDatabase,
+  parseMetrics,
   randomBotId,
   randomUserId,
+  sampleValue,
   seedBot,
   type TestDatabase,
   testRedisUrl,
@@ -10,6 +12,7 @@ import {
 import { ManualClock } from "@botdir/schema";
 import type { Redis } from "ioredis";
 import request from "supertest";
+import { createIngestMetrics } from "../src/metrics.js";
 import type { DeliveryQueue } from "../src/outbox/queue.js";
 import {
   deliveriesOf,
@@ -235,5 +238,100 @@ describe("POST /internal/v1/votes", () => {
 
     expect(res.status).toBe(405);
     expect(res.headers.allow).toBe("POST");
+  });
+});
+
+describe("concurrent votes: one statement and one commit per batch", () => {
+  it("when votes of many users and bots arrive together, then each gets its own answer, log row, window and delivery", async () => {
+    const bots = await Promise.all(Array.from({ length: 6 }, () => seedBot(t.db)));
+    for (const bot of bots.slice(0, 3)) await setWebhook(t.db, bot.id);
+    const users = Array.from({ length: 3 }, () => randomUserId());
+    // Inside its window (voted an hour ago): refused. Window expired (voted 12 h ago): recorded.
+    const [inside, expired] = [randomUserId(), randomUserId()];
+    clock.set(new Date(Date.parse(START) - TWELVE_HOURS));
+    expect((await cast({ bot_id: bots[0]!.id, user_id: expired })).status).toBe(201);
+    clock.set(new Date(Date.parse(START) - 60 * 60 * 1000));
+    expect((await cast({ bot_id: bots[1]!.id, user_id: inside })).status).toBe(201);
+    clock.set(START);
+
+    // One statement in flight at a time, each 50 ms slower: the wave queues up into batches.
+    const metrics = createIngestMetrics();
+    const batched = ingestApp({
+      db: t.db,
+      redis,
+      clock,
+      deliveryQueue: queue,
+      metrics,
+      batching: { maxInFlight: 1, maxBatch: 64 },
+    });
+    const slowServer = batched.listen(0);
+    const pool = t.db.pool;
+    const query = pool.query;
+    const statements: string[] = [];
+    pool.query = (async (...args: Parameters<typeof query>) => {
+      const config = args[0] as { name?: string } | string;
+      statements.push(typeof config === "string" ? "unnamed" : (config.name ?? "unnamed"));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      return (query as (...a: unknown[]) => unknown).apply(pool, args);
+    }) as typeof query;
+    try {
+      const post = (bot_id: string, user_id: string) =>
+        request(slowServer)
+          .post("/internal/v1/votes")
+          .set("Authorization", INTERNAL_KEY)
+          .send({ bot_id, user_id });
+      const pairs = bots.flatMap((bot) => users.map((user) => [bot.id, user] as const));
+      const [fresh, twice, refused, reopened, unknown] = await Promise.all([
+        Promise.all(pairs.map(([bot, user]) => post(bot, user))),
+        Promise.all([post(bots[2]!.id, inside), post(bots[2]!.id, inside)]),
+        post(bots[1]!.id, inside),
+        post(bots[0]!.id, expired),
+        post(randomBotId(), users[0]!),
+      ]);
+      pool.query = query; // the checks below run at full speed
+
+      for (const res of fresh) {
+        expect(res.status).toBe(201);
+        expect(res.body.vote.voted_at).toBe(START);
+      }
+      expect(twice.map((r) => r.status).sort()).toEqual([201, 409]);
+      expect(refused.status).toBe(409);
+      expect(refused.body.nextVoteAt).toBe(
+        new Date(Date.parse(START) - 60 * 60 * 1000 + TWELVE_HOURS).toISOString(),
+      );
+      expect(reopened.status).toBe(201);
+      expect(unknown.status).toBe(404);
+
+      // Every recorded vote: one log row, the window pointing at it, a delivery when there is a webhook.
+      const recorded = [...pairs, [bots[2]!.id, inside] as const, [bots[0]!.id, expired] as const];
+      for (const [bot, user] of recorded) {
+        const { rows } = await pool.query<{ id: string; vote_id: string }>(
+          `SELECT l.id, w.vote_id, w.voted_at FROM vote_log l
+             JOIN vote_windows w ON w.bot_id = l.bot_id AND w.user_id = l.user_id
+            WHERE l.bot_id = $1 AND l.user_id = $2 AND l.voted_at = $3`,
+          [bot, user, START],
+        );
+        expect(rows).toHaveLength(1);
+        expect(String(rows[0]?.vote_id)).toBe(String(rows[0]?.id));
+      }
+      for (const bot of bots.slice(0, 3)) {
+        const expected = users.length + (bot === bots[0] ? 1 : 0) + (bot === bots[2] ? 1 : 0);
+        const deliveries = await deliveriesOf(t.db, bot.id);
+        expect(deliveries.filter((d) => d.created_at.toISOString() === START)).toHaveLength(expected);
+      }
+      for (const bot of bots.slice(3)) expect(await deliveriesOf(t.db, bot.id)).toEqual([]);
+
+      // 23 votes in far fewer statements (the two votes of one user for one bot never share one).
+      const casts = statements.filter((n) => n.startsWith("ingest.cast-vote"));
+      expect(casts).toContain("ingest.cast-votes");
+      expect(casts.length).toBeLessThanOrEqual(12);
+      const samples = parseMetrics(await metrics.registry.metrics());
+      const label = { app: "vote-ingest", statement: "cast-vote" };
+      expect(sampleValue(samples, "botdir_batch_statements_total", label)).toBe(casts.length);
+      expect(sampleValue(samples, "botdir_batch_requests_total", label)).toBe(23);
+    } finally {
+      pool.query = query;
+      await new Promise((r) => slowServer.close(r));
+    }
   });
 });

@@ -1,3 +1,4 @@
+export { type Batched, type BatchOptions, createBatcher } from "./batch.js";
 export type { Clock } from "./clock.js";
 export { ManualClock, systemClock } from "./clock.js";
 export { COMMAND_LIMITS, Command, CommandsBody, CommandsResponse, dedupeCommands } from "./commands.js";
@@ -32,6 +33,7 @@ export type { HttpMetrics, MetricsRegistryOptions, ScrapeSources } from "./metri
 export {
   boundedRead,
   Counter,
+  createBatchMetrics,
   createHttpMetrics,
   createMetricsRegistry,
   createScrapeSources,

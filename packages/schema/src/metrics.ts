@@ -191,3 +191,39 @@ export function createScrapeSources(registry: Registry, timeoutMs = SCRAPE_TIMEO
     },
   };
 }
+
+/**
+ * `botdir_batch_statements_total{statement}` and `botdir_batch_requests_total{statement}`: the
+ * statements createBatcher sent and the requests they answered (their ratio is the mean batch
+ * size). One observer per statement name, each series present from the start.
+ */
+export function createBatchMetrics<S extends string>(
+  registry: Registry,
+  statements: readonly S[],
+): Record<S, (size: number) => void> {
+  const sent = new Counter({
+    name: "botdir_batch_statements_total",
+    help: "Batched hot-path statements sent (the requests of one event-loop turn coalesced into one).",
+    labelNames: ["statement"],
+    registers: [registry],
+  });
+  const answered = new Counter({
+    name: "botdir_batch_requests_total",
+    help: "Requests answered by batched statements; divided by botdir_batch_statements_total, the mean batch size.",
+    labelNames: ["statement"],
+    registers: [registry],
+  });
+  return Object.fromEntries(
+    statements.map((statement) => {
+      const statementsSent = sent.labels({ statement });
+      const requests = answered.labels({ statement });
+      statementsSent.inc(0);
+      requests.inc(0);
+      const observe = (size: number) => {
+        statementsSent.inc();
+        requests.inc(size);
+      };
+      return [statement, observe];
+    }),
+  ) as Record<S, (size: number) => void>;
+}

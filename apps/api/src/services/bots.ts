@@ -41,7 +41,7 @@ export interface VoteWindowKey {
 }
 
 /**
- * findVoteWindow for a batch of concurrent requests (services/batch.ts): one statement whatever
+ * findVoteWindow for a batch of concurrent requests (createBatcher, @botdir/schema): one statement whatever
  * the batch size, one answer per key in the keys' order. Each key is looked up by the same two
  * index probes as the single query; a batch of one runs the single query.
  */
@@ -122,7 +122,9 @@ export interface WriteResult {
 
 /**
  * Sets the server count and the check-in timestamp (written on every post) in one statement that
- * also authenticates. The row lock of the CTE makes `changed` exact under concurrent posts.
+ * also authenticates. The row lock of the CTE makes `changed` exact under concurrent posts; it is
+ * FOR NO KEY UPDATE (what the UPDATE takes anyway), so it never waits for the key-share locks that
+ * vote-ingest's foreign keys take on the same bot.
  * Null when the token does not own `botId` (or is unknown): the caller then works out 401 vs 404.
  */
 export async function writeStats(db: Db, input: StatsWrite): Promise<WriteResult | null> {
@@ -131,7 +133,7 @@ export async function writeStats(db: Db, input: StatsWrite): Promise<WriteResult
     text: `WITH old AS (
        SELECT id, server_count FROM bots
         WHERE token_hash = $1 AND status = 'approved' AND ($2::varchar IS NULL OR id = $2::varchar)
-        FOR UPDATE
+        FOR NO KEY UPDATE
      )
      UPDATE bots b
         SET server_count = $3, checked_in_at = $4, updated_at = $4
@@ -152,10 +154,10 @@ export interface StatsWrite {
 }
 
 /**
- * writeStats for a batch of concurrent requests (services/batch.ts), one statement and one commit
- * for all. The batch must not hold two writes of the same token (the batcher's conflict key): one
- * row is updated once per statement. Rows are locked in id order, so two batches in flight can
- * never deadlock. A batch of one runs the single statement.
+ * writeStats for a batch of concurrent requests (createBatcher, @botdir/schema): one statement and
+ * one commit for all. The batch must not hold two writes of the same token (the batcher's conflict
+ * key): one row is updated once per statement. Rows are locked in id order, so two batches in
+ * flight can never deadlock. A batch of one runs the single statement.
  */
 export async function writeStatsBatch(
   db: Db,
@@ -173,7 +175,7 @@ export async function writeStatsBatch(
          JOIN bots b ON b.token_hash = q.token_hash AND b.status = 'approved'
                     AND (q.bot_id IS NULL OR b.id = q.bot_id)
         ORDER BY b.id
-          FOR UPDATE OF b
+          FOR NO KEY UPDATE OF b
      )
      UPDATE bots b
         SET server_count = old.new_count, checked_in_at = old.now, updated_at = old.now
@@ -202,7 +204,7 @@ export async function writeCommands(
     text: `WITH old AS (
        SELECT id, commands FROM bots
         WHERE token_hash = $1 AND status = 'approved' AND ($2::varchar IS NULL OR id = $2::varchar)
-        FOR UPDATE
+        FOR NO KEY UPDATE
      )
      UPDATE bots b
         SET commands = $3::jsonb, updated_at = $4

@@ -4,9 +4,8 @@
  * holds the truth, and a slow or absent Redis must not fail or stall an API request.
  */
 import type { Logger } from "@botdir/schema";
-import { describeError, withTimeout } from "@botdir/schema";
+import { createBatcher, describeError, withTimeout } from "@botdir/schema";
 import type { Redis } from "ioredis";
-import { createBatcher } from "./batch.js";
 import type { WidgetCounts } from "./bots.js";
 
 export const CACHE_TIMEOUT_MS = 200;
@@ -24,7 +23,7 @@ export interface Caches {
 export function createCaches(options: { redis: Redis; prefix: string; logger: Logger }): Caches {
   const { redis, prefix, logger } = options;
   const pageKey = (botId: string) => `${prefix}page:bot:${botId}`;
-  // The invalidations of one event-loop turn share one DEL (services/batch.ts).
+  // The invalidations of one event-loop turn share one DEL (createBatcher, @botdir/schema).
   const deletePages = createBatcher<string, undefined>({
     maxInFlight: 4,
     maxBatch: 64,

@@ -2,16 +2,15 @@
  * Per-token, per-endpoint rate limits in Redis: a fixed 60-second window that starts at the token's
  * first request (key `${prefix}rl:${endpoint}:${tokenHash}`, the count of requests, expiring with
  * the window). The requests of one event-loop turn share one Redis round trip: their keys go to one
- * Lua call (services/batch.ts) that increments each and returns its count and remaining
+ * Lua call (createBatcher, @botdir/schema) that increments each and returns its count and remaining
  * milliseconds. When Redis is down or slower than `timeoutMs`, the limiter fails open: the request
  * goes through (and is still authenticated by the caller), and the event is logged without any key
  * or token.
  */
 import type { Clock, Logger } from "@botdir/schema";
-import { ApiError, describeError, MESSAGES, TimeoutError, withTimeout } from "@botdir/schema";
+import { ApiError, createBatcher, describeError, MESSAGES, TimeoutError, withTimeout } from "@botdir/schema";
 import type { Response } from "express";
 import type { Redis } from "ioredis";
-import { createBatcher } from "./batch.js";
 
 export const LIMITED_ENDPOINTS = ["stats", "commands", "check", "votes"] as const;
 export type LimitedEndpoint = (typeof LIMITED_ENDPOINTS)[number];
@@ -73,7 +72,7 @@ export interface RateLimiterOptions {
   timeoutMs?: number;
   logger: Logger;
   clock: Clock;
-  /** Lua calls in flight at once (default 4) and keys per call (default 64): services/batch.ts. */
+  /** Lua calls in flight at once (default 4) and keys per call (default 64): createBatcher, @botdir/schema. */
   batching?: { maxInFlight: number; maxBatch: number };
 }
 

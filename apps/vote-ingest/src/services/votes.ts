@@ -6,10 +6,15 @@
  * "one vote per user per bot per 12 hours": the upsert's row lock serialises concurrent votes and
  * its WHERE re-checks the window on the latest committed row, so exactly one of N concurrent votes
  * writes anything. After commit the delivery is handed to BullMQ; if that fails the relay does it.
+ *
+ * Concurrent votes are cast together (createBatcher): the votes of one event-loop turn go into one
+ * multi-row statement, so PostgreSQL commits (and flushes its WAL) once per batch, not per vote.
+ * Two votes of the same user for the same bot never share a batch, and each vote is answered only
+ * after the commit of its batch, so every 2xx is still durable.
  */
 import { randomUUID } from "node:crypto";
 import type { Db } from "@botdir/db";
-import { ApiError, type Clock, type Logger, MESSAGES, VOTE_WINDOW_MS } from "@botdir/schema";
+import { ApiError, type Clock, createBatcher, type Logger, MESSAGES, VOTE_WINDOW_MS } from "@botdir/schema";
 import type { DeliveryQueue } from "../outbox/queue.js";
 
 export interface VotesDeps {
@@ -18,7 +23,13 @@ export interface VotesDeps {
   logger: Logger;
   /** Absent: no immediate hand-off, the outbox relay hands every delivery off. */
   deliveryQueue?: DeliveryQueue | undefined;
+  /** Statements in flight and votes per statement (default DEFAULT_CAST_BATCHING). */
+  batching?: { maxInFlight: number; maxBatch: number };
+  /** Called with the size of every statement's batch (metrics). */
+  onBatch?: (size: number) => void;
 }
+
+export const DEFAULT_CAST_BATCHING = { maxInFlight: 4, maxBatch: 64 };
 
 export interface CastVoteResult {
   vote: { user_id: string; voted_at: string };
@@ -66,6 +77,65 @@ SELECT EXISTS (SELECT 1 FROM bot) AS bot_found,
        (SELECT id FROM delivery) AS delivery_id,
        (SELECT voted_at FROM vote_windows WHERE bot_id = $1 AND user_id = $2) AS window_voted_at`;
 
+// The same statement for several votes: $1 bot ids, $2 user ids, $3 instants, $4 delivery ids
+// (arrays, one element per vote; no (bot, user) pair twice). Window rows are written in
+// (bot, user) order and bots rows are only key-share locked (foreign keys), in that order too, so
+// batches in flight never deadlock each other or the API's writes.
+const CAST_VOTES_SQL = `
+WITH input AS (
+  SELECT * FROM unnest($1::varchar[], $2::varchar[], $3::timestamptz[], $4::uuid[])
+    WITH ORDINALITY AS t(bot_id, user_id, voted_at, delivery_id, i)
+), bot AS (
+  SELECT input.i, b.webhook_url IS NOT NULL AS has_webhook
+    FROM input JOIN bots b ON b.id = input.bot_id AND b.status = 'approved'
+), next_vote AS (
+  SELECT bot.i, nextval('vote_log_id_seq'::regclass) AS id FROM bot
+), win AS (
+  INSERT INTO vote_windows AS w (bot_id, user_id, voted_at, vote_id)
+  SELECT input.bot_id, input.user_id, input.voted_at, next_vote.id
+    FROM input JOIN next_vote ON next_vote.i = input.i
+   ORDER BY input.bot_id, input.user_id
+  ON CONFLICT (bot_id, user_id) DO UPDATE
+     SET voted_at = EXCLUDED.voted_at, vote_id = EXCLUDED.vote_id
+   WHERE w.voted_at <= EXCLUDED.voted_at - interval '${VOTE_WINDOW_MS} milliseconds'
+  RETURNING w.vote_id
+), logged AS (
+  INSERT INTO vote_log (id, bot_id, user_id, voted_at)
+  SELECT win.vote_id, input.bot_id, input.user_id, input.voted_at
+    FROM win JOIN next_vote ON next_vote.id = win.vote_id JOIN input ON input.i = next_vote.i
+   ORDER BY input.bot_id, input.user_id
+  RETURNING id
+), delivery AS (
+  INSERT INTO webhook_deliveries
+         (id, bot_id, vote_id, state, attempts_made, next_attempt_at, created_at, updated_at)
+  SELECT input.delivery_id, input.bot_id, logged.id, 'pending', 0, input.voted_at, input.voted_at, input.voted_at
+    FROM logged
+    JOIN next_vote ON next_vote.id = logged.id
+    JOIN input ON input.i = next_vote.i
+    JOIN bot ON bot.i = input.i
+   WHERE bot.has_webhook
+   ORDER BY input.bot_id, input.user_id
+  RETURNING id, vote_id
+)
+SELECT input.i,
+       bot.i IS NOT NULL AS bot_found,
+       logged.id AS vote_id,
+       delivery.id AS delivery_id,
+       (SELECT w.voted_at FROM vote_windows w
+         WHERE w.bot_id = input.bot_id AND w.user_id = input.user_id) AS window_voted_at
+  FROM input
+  LEFT JOIN bot ON bot.i = input.i
+  LEFT JOIN next_vote ON next_vote.i = input.i
+  LEFT JOIN logged ON logged.id = next_vote.id
+  LEFT JOIN delivery ON delivery.vote_id = logged.id`;
+
+interface CastInput {
+  botId: string;
+  userId: string;
+  votedAt: string;
+  deliveryId: string;
+}
+
 interface CastRow {
   bot_found: boolean;
   vote_id: number | null;
@@ -77,6 +147,42 @@ const nextVoteAt = (votedAt: Date) => new Date(votedAt.getTime() + VOTE_WINDOW_M
 
 export function createVotes(deps: VotesDeps) {
   const { db, clock, logger } = deps;
+  const cast = createBatcher<CastInput, CastRow>({
+    maxInFlight: deps.batching?.maxInFlight ?? DEFAULT_CAST_BATCHING.maxInFlight,
+    maxBatch: deps.batching?.maxBatch ?? DEFAULT_CAST_BATCHING.maxBatch,
+    conflictKey: (vote) => `${vote.botId}:${vote.userId}`,
+    onBatch: deps.onBatch,
+    run: async (votes) => {
+      if (votes.length === 1) {
+        const [vote] = votes as [CastInput];
+        // Named: PostgreSQL parses and plans the statement once per connection.
+        const { rows } = await db.pool.query<CastRow>({
+          name: "ingest.cast-vote",
+          text: CAST_VOTE_SQL,
+          values: [vote.botId, vote.userId, vote.votedAt, vote.deliveryId],
+        });
+        return [rows[0] as CastRow];
+      }
+      const { rows } = await db.pool.query<CastRow & { i: string }>({
+        name: "ingest.cast-votes",
+        text: CAST_VOTES_SQL,
+        values: [
+          votes.map((v) => v.botId),
+          votes.map((v) => v.userId),
+          votes.map((v) => v.votedAt),
+          votes.map((v) => v.deliveryId),
+        ],
+      });
+      const answers: CastRow[] = votes.map(() => ({
+        bot_found: false,
+        vote_id: null,
+        delivery_id: null,
+        window_voted_at: null,
+      }));
+      for (const row of rows) answers[Number(row.i) - 1] = row;
+      return answers;
+    },
+  });
 
   async function currentWindow(botId: string, userId: string): Promise<Date | null> {
     const { rows } = await db.pool.query<{ voted_at: Date }>(
@@ -95,14 +201,8 @@ export function createVotes(deps: VotesDeps) {
       // Milliseconds: the column is timestamptz(3), and the instant is the same everywhere.
       const now = clock.now();
       const votedAt = now.toISOString();
-      // Named: PostgreSQL parses and plans the statement once per connection.
-      const { rows } = await db.pool.query<CastRow>({
-        name: "ingest.cast-vote",
-        text: CAST_VOTE_SQL,
-        values: [botId, userId, votedAt, randomUUID()],
-      });
-      const row = rows[0];
-      if (!row?.bot_found) throw new ApiError("not_found", MESSAGES.botNotFound);
+      const row = await cast({ botId, userId, votedAt, deliveryId: randomUUID() });
+      if (!row.bot_found) throw new ApiError("not_found", MESSAGES.botNotFound);
 
       if (row.vote_id === null) {
         // The statement's snapshot may predate the concurrent vote that won (null, or the old,

@@ -3,7 +3,7 @@ import type { Db } from "@botdir/db";
 import { testRedisPrefix } from "@botdir/db/testing";
 import type { Clock, Logger } from "@botdir/schema";
 import { Redis } from "ioredis";
-import { createApp } from "../../src/app.js";
+import { createApp, type IngestDeps } from "../../src/app.js";
 import { createDeliveryQueue, type DeliveryQueue } from "../../src/outbox/queue.js";
 
 export const INTERNAL_KEY = "internal-key-for-tests-0123456789";
@@ -42,7 +42,12 @@ export function testQueue(db: Db, redis: Redis, logger: Logger = silent): Delive
   return createDeliveryQueue({ db, redis, prefix: `${testRedisPrefix()}bull`, logger });
 }
 
-export function ingestApp(deps: { db: Db; redis: Redis; clock: Clock; deliveryQueue?: DeliveryQueue }) {
+export function ingestApp(
+  deps: { db: Db; redis: Redis; clock: Clock; deliveryQueue?: DeliveryQueue } & Pick<
+    IngestDeps,
+    "metrics" | "batching"
+  >,
+) {
   return createApp({ ...deps, logger: silent, internalApiKey: INTERNAL_KEY });
 }
 

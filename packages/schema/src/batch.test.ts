@@ -1,5 +1,5 @@
-/** The statement batcher on its own (services/batch.ts); the routes' batches are tested with them. */
-import { createBatcher } from "../src/services/batch.js";
+/** The statement batcher on its own; the API's and vote-ingest's batches are tested with their routes. */
+import { createBatcher } from "./batch.js";
 
 /** A `run` that records its batches and answers when the test says so. */
 function recorder<K>() {
