@@ -7,7 +7,7 @@ import {
   notFound,
   requestContext,
 } from "@botdir/schema";
-import express, { type Express, type RequestHandler } from "express";
+import express, { type Express, type Request } from "express";
 import type { Redis } from "ioredis";
 import type { ApiContext } from "./context.js";
 import { type BodyLimits, DEFAULT_BODY_LIMITS } from "./http/json-body.js";
@@ -54,13 +54,10 @@ export const DEFAULT_BATCHING: Batching = { maxInFlight: 4, maxBatch: 64 };
 export const DEFAULT_REDIS_PREFIX = "botdir:";
 
 /** `//` in a path (clients that join a base URL ending in `/` with a path starting with `/`). */
-function collapseSlashes(): RequestHandler {
-  return (req, _res, next) => {
-    const q = req.url.indexOf("?");
-    const path = q === -1 ? req.url : req.url.slice(0, q);
-    if (path.includes("//")) req.url = path.replace(/\/{2,}/g, "/") + (q === -1 ? "" : req.url.slice(q));
-    next();
-  };
+function collapseSlashes(req: Request): void {
+  const q = req.url.indexOf("?");
+  const path = q === -1 ? req.url : req.url.slice(0, q);
+  if (path.includes("//")) req.url = path.replace(/\/{2,}/g, "/") + (q === -1 ? "" : req.url.slice(q));
 }
 
 /** Wires middleware and routes; nothing else. */
@@ -103,11 +100,16 @@ export function createApp(deps: ApiDeps): Express {
   app.disable("x-powered-by");
   app.set("etag", false);
   app.set("trust proxy", true);
-  app.use(requestContext(deps.logger, metrics.http));
-  app.use(collapseSlashes());
+  // Request id, log line, metrics and the `//` fix in one middleware: one Express layer per request.
+  const context = requestContext(deps.logger, metrics.http);
+  app.use((req, res, next) => {
+    collapseSlashes(req);
+    context(req, res, next);
+  });
 
-  // Express tries the routes in registration order, so the hottest go first (no two overlap).
-  const router = express.Router();
+  // Routes go on the app's own router (a nested Router would add a second dispatch per request),
+  // and Express tries them in registration order, so the hottest go first (no two overlap).
+  const router = app.router;
   registerCheck(router, ctx);
   registerStats(router, ctx);
   registerVotes(router, ctx);
@@ -115,7 +117,6 @@ export function createApp(deps: ApiDeps): Express {
   registerWidget(router, ctx);
   registerHealth(router, deps);
   registerOpenApi(router);
-  app.use(router);
 
   app.use(notFound());
   app.use(errorHandler(deps.logger));
