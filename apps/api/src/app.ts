@@ -19,7 +19,7 @@ import { registerOpenApi } from "./routes/openapi.js";
 import { registerStats } from "./routes/stats.js";
 import { registerVotes } from "./routes/votes.js";
 import { registerWidget } from "./routes/widget.js";
-import { findVoteWindows, writeStatsBatch } from "./services/bots.js";
+import { findVoteWindows, writeStats } from "./services/bots.js";
 import { createCaches } from "./services/cache.js";
 import { createRateLimiter, type RateLimits } from "./services/ratelimit.js";
 
@@ -90,7 +90,7 @@ export function createApp(deps: ApiDeps): Express {
     }),
     writeStats: createBatcher({
       ...batching,
-      run: (inputs) => writeStatsBatch(deps.db, inputs),
+      run: (inputs) => writeStats(deps.db, inputs),
       conflictKey: (input) => input.tokenHash,
       onBatch: metrics.batch("stats"),
     }),

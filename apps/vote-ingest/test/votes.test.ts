@@ -322,8 +322,8 @@ describe("concurrent votes: one statement and one commit per batch", () => {
       for (const bot of bots.slice(3)) expect(await deliveriesOf(t.db, bot.id)).toEqual([]);
 
       // 23 votes in far fewer statements (the two votes of one user for one bot never share one).
-      const casts = statements.filter((n) => n.startsWith("ingest.cast-vote"));
-      expect(casts).toContain("ingest.cast-votes");
+      const casts = statements.filter((n) => n === "ingest.cast-vote");
+      expect(casts.length).toBeGreaterThanOrEqual(2); // the same user's two votes for one bot
       expect(casts.length).toBeLessThanOrEqual(12);
       const samples = parseMetrics(await metrics.registry.metrics());
       const label = { app: "vote-ingest", statement: "cast-vote" };

@@ -1,6 +1,7 @@
 /**
  * The SQL behind the four bot endpoints. Each hot-path query both authenticates (by token hash,
- * through the unique index) and answers, so a request costs one database round trip.
+ * through the unique index) and answers, so a request costs at most one database round trip; the
+ * /check and /stats statements take arrays and answer the batch of concurrent requests at once.
  * The hot queries are named, so PostgreSQL parses and plans each once per connection. A null
  * `botId` means "the token's own bot" (the top.gg-style routes without an id in the path).
  */
@@ -13,48 +14,27 @@ export interface VoteCheckRow {
   votedAt: Date | null;
 }
 
-/**
- * The token's bot and the user's current window in one query. `userId` is null when the query
- * string is invalid (the answer is then a 400, but only after 401/404/429 have been decided).
- */
-export async function findVoteWindow(
-  db: Db,
-  tokenHash: string,
-  userId: string | null,
-): Promise<VoteCheckRow | null> {
-  const { rows } = await db.pool.query<{ id: string; voted_at: Date | null }>({
-    name: "api.check",
-    text: `SELECT b.id, w.voted_at
-       FROM bots b
-       LEFT JOIN vote_windows w ON w.bot_id = b.id AND w.user_id = $2
-      WHERE b.token_hash = $1 AND b.status = 'approved'`,
-    values: [tokenHash, userId],
-  });
-  const row = rows[0];
-  return row ? { botId: row.id, votedAt: row.voted_at } : null;
-}
-
 export interface VoteWindowKey {
   tokenHash: string;
-  /** Null when the query string is invalid (see findVoteWindow). */
+  /**
+   * Null when the query string is invalid: the answer is then a 400, but only after 401/404/429
+   * have been decided, so the token is still looked up.
+   */
   userId: string | null;
 }
 
 /**
- * findVoteWindow for a batch of concurrent requests (createBatcher, @botdir/schema): one statement whatever
- * the batch size, one answer per key in the keys' order. Each key is looked up by the same two
- * index probes as the single query; a batch of one runs the single query.
+ * The token's bot and the user's current window, for a batch of concurrent requests
+ * (createBatcher, @botdir/schema): one statement whatever the batch size, one answer per key in
+ * the keys' order (null: unknown token). Each key costs two index probes (token hash, then the
+ * window's primary key).
  */
 export async function findVoteWindows(
   db: Db,
   keys: readonly VoteWindowKey[],
 ): Promise<(VoteCheckRow | null)[]> {
-  if (keys.length === 1) {
-    const [key] = keys as [VoteWindowKey];
-    return [await findVoteWindow(db, key.tokenHash, key.userId)];
-  }
   const { rows } = await db.pool.query<{ i: string; id: string; voted_at: Date | null }>({
-    name: "api.check-batch",
+    name: "api.check",
     // The window is a scalar subquery so that its probe always uses both primary-key columns
     // (as a join, a generic plan may probe by bot_id alone and filter the bot's windows).
     text: `SELECT q.i, b.id,
@@ -120,32 +100,6 @@ export interface WriteResult {
   changed: boolean;
 }
 
-/**
- * Sets the server count and the check-in timestamp (written on every post) in one statement that
- * also authenticates. The row lock of the CTE makes `changed` exact under concurrent posts; it is
- * FOR NO KEY UPDATE (what the UPDATE takes anyway), so it never waits for the key-share locks that
- * vote-ingest's foreign keys take on the same bot.
- * Null when the token does not own `botId` (or is unknown): the caller then works out 401 vs 404.
- */
-export async function writeStats(db: Db, input: StatsWrite): Promise<WriteResult | null> {
-  const { rows } = await db.pool.query<{ id: string; changed: boolean }>({
-    name: "api.stats",
-    text: `WITH old AS (
-       SELECT id, server_count FROM bots
-        WHERE token_hash = $1 AND status = 'approved' AND ($2::varchar IS NULL OR id = $2::varchar)
-        FOR NO KEY UPDATE
-     )
-     UPDATE bots b
-        SET server_count = $3, checked_in_at = $4, updated_at = $4
-       FROM old
-      WHERE b.id = old.id
-     RETURNING b.id, old.server_count IS DISTINCT FROM $3::bigint AS changed`,
-    values: [input.tokenHash, input.botId, input.serverCount, input.now],
-  });
-  const row = rows[0];
-  return row ? { botId: row.id, changed: row.changed } : null;
-}
-
 export interface StatsWrite {
   tokenHash: string;
   botId: string | null;
@@ -154,18 +108,20 @@ export interface StatsWrite {
 }
 
 /**
- * writeStats for a batch of concurrent requests (createBatcher, @botdir/schema): one statement and
- * one commit for all. The batch must not hold two writes of the same token (the batcher's conflict
- * key): one row is updated once per statement. Rows are locked in id order, so two batches in
- * flight can never deadlock. A batch of one runs the single statement.
+ * Sets the server count and the check-in timestamp (written on every post, even when the count is
+ * unchanged) for a batch of concurrent posts (createBatcher, @botdir/schema): one statement that
+ * also authenticates, and one commit, for all. Null for a post whose token does not own its
+ * `botId` (or is unknown): the caller then works out 401 vs 404.
+ *
+ * The row lock of the CTE makes `changed` exact under concurrent posts; it is FOR NO KEY UPDATE
+ * (what the UPDATE takes anyway), so it never waits for the key-share locks that vote-ingest's
+ * foreign keys take. Rows are locked in id order, so two batches in flight never deadlock. A batch
+ * must not hold two posts of the same token (the batcher's conflict key): a row is updated once
+ * per statement.
  */
-export async function writeStatsBatch(
-  db: Db,
-  inputs: readonly StatsWrite[],
-): Promise<(WriteResult | null)[]> {
-  if (inputs.length === 1) return [await writeStats(db, inputs[0] as StatsWrite)];
+export async function writeStats(db: Db, inputs: readonly StatsWrite[]): Promise<(WriteResult | null)[]> {
   const { rows } = await db.pool.query<{ i: string; id: string; changed: boolean }>({
-    name: "api.stats-batch",
+    name: "api.stats",
     text: `WITH q AS (
        SELECT * FROM unnest($1::char(64)[], $2::varchar[], $3::bigint[], $4::timestamptz[])
          WITH ORDINALITY AS q(token_hash, bot_id, server_count, now, i)

@@ -43,45 +43,15 @@ export interface CastVoteOutcome extends CastVoteResult {
 
 export const ALREADY_VOTED = "The user has already voted for this bot in the last 12 hours.";
 
-// $1 bot id, $2 user id, $3 the vote instant (ISO, ms), $4 the delivery id to use.
-// The vote id is drawn first so the window row can point at the log row it belongs to; a vote
-// refused by the window only leaves a gap in the sequence.
-// `window_voted_at` is read with the statement's snapshot: it is null when a concurrent vote that
-// committed after the snapshot is the one that won; the caller then reads it again.
+// A batch of votes: $1 bot ids, $2 user ids, $3 the vote instants (ISO, ms), $4 the delivery ids to
+// use (arrays, one element per vote; no (bot, user) pair twice). Each vote's id is drawn first so
+// its window row can point at the log row it belongs to; a vote refused by the window only leaves a
+// gap in the sequence. `window_voted_at` is read with the statement's snapshot: it is null when a
+// concurrent vote that committed after the snapshot is the one that won; the caller then reads it
+// again. Window rows are written in (bot, user) order and bots rows are only key-share locked
+// (foreign keys), in that order too, so batches in flight never deadlock each other or the API's
+// writes.
 const CAST_VOTE_SQL = `
-WITH bot AS (
-  SELECT id, webhook_url IS NOT NULL AS has_webhook
-    FROM bots WHERE id = $1 AND status = 'approved'
-), next_vote AS (
-  SELECT nextval('vote_log_id_seq'::regclass) AS id FROM bot
-), win AS (
-  INSERT INTO vote_windows AS w (bot_id, user_id, voted_at, vote_id)
-  SELECT bot.id, $2, $3::timestamptz, next_vote.id FROM bot, next_vote
-  ON CONFLICT (bot_id, user_id) DO UPDATE
-     SET voted_at = EXCLUDED.voted_at, vote_id = EXCLUDED.vote_id
-   WHERE w.voted_at <= EXCLUDED.voted_at - interval '${VOTE_WINDOW_MS} milliseconds'
-  RETURNING w.vote_id
-), logged AS (
-  INSERT INTO vote_log (id, bot_id, user_id, voted_at)
-  SELECT win.vote_id, $1, $2, $3::timestamptz FROM win
-  RETURNING id
-), delivery AS (
-  INSERT INTO webhook_deliveries
-         (id, bot_id, vote_id, state, attempts_made, next_attempt_at, created_at, updated_at)
-  SELECT $4::uuid, $1, logged.id, 'pending', 0, $3::timestamptz, $3::timestamptz, $3::timestamptz
-    FROM logged, bot WHERE bot.has_webhook
-  RETURNING id
-)
-SELECT EXISTS (SELECT 1 FROM bot) AS bot_found,
-       (SELECT id FROM logged) AS vote_id,
-       (SELECT id FROM delivery) AS delivery_id,
-       (SELECT voted_at FROM vote_windows WHERE bot_id = $1 AND user_id = $2) AS window_voted_at`;
-
-// The same statement for several votes: $1 bot ids, $2 user ids, $3 instants, $4 delivery ids
-// (arrays, one element per vote; no (bot, user) pair twice). Window rows are written in
-// (bot, user) order and bots rows are only key-share locked (foreign keys), in that order too, so
-// batches in flight never deadlock each other or the API's writes.
-const CAST_VOTES_SQL = `
 WITH input AS (
   SELECT * FROM unnest($1::varchar[], $2::varchar[], $3::timestamptz[], $4::uuid[])
     WITH ORDINALITY AS t(bot_id, user_id, voted_at, delivery_id, i)
@@ -153,19 +123,10 @@ export function createVotes(deps: VotesDeps) {
     conflictKey: (vote) => `${vote.botId}:${vote.userId}`,
     onBatch: deps.onBatch,
     run: async (votes) => {
-      if (votes.length === 1) {
-        const [vote] = votes as [CastInput];
-        // Named: PostgreSQL parses and plans the statement once per connection.
-        const { rows } = await db.pool.query<CastRow>({
-          name: "ingest.cast-vote",
-          text: CAST_VOTE_SQL,
-          values: [vote.botId, vote.userId, vote.votedAt, vote.deliveryId],
-        });
-        return [rows[0] as CastRow];
-      }
+      // Named: PostgreSQL parses and plans the statement once per connection.
       const { rows } = await db.pool.query<CastRow & { i: string }>({
-        name: "ingest.cast-votes",
-        text: CAST_VOTES_SQL,
+        name: "ingest.cast-vote",
+        text: CAST_VOTE_SQL,
         values: [
           votes.map((v) => v.botId),
           votes.map((v) => v.userId),
