@@ -23,8 +23,7 @@
  * sixth attempt.
  */
 import type { Db } from "@botdir/db";
-import { WEBHOOK_MAX_ATTEMPTS } from "@botdir/schema";
-import { createBatcher } from "./batch.js";
+import { createBatcher, WEBHOOK_MAX_ATTEMPTS } from "@botdir/schema";
 import type { AttemptOutcome } from "./http-client.js";
 import { type RetryDelays, retryDelayMs } from "./schedule.js";
 
@@ -503,7 +502,7 @@ export interface DeliveryStoreOptions {
   maxInFlight: number;
 }
 
-/** Claims and records attempts; concurrent calls share statements (src/batch.ts). */
+/** Claims and records attempts; concurrent calls share statements (createBatcher, @botdir/schema). */
 export interface DeliveryStore {
   claim(deliveryId: string, options: ClaimOptions): Promise<ClaimResult>;
   record(input: RecordInput): Promise<RecordResult>;
@@ -524,6 +523,9 @@ export function createDeliveryStore(db: Db, options: DeliveryStoreOptions): Deli
     maxBatch: options.maxBatch,
     maxInFlight: options.maxInFlight,
     conflictKey: (item) => item.deliveryId,
+    // A failed statement fails each job of its batch (BullMQ retries them), as one statement would;
+    // PostgreSQL being down is not waited for twice.
+    isolateFailures: false,
     async run(items) {
       // One clock reading for the whole batch: the latest of its items' (they differ by < 1 ms).
       const latest = items.reduce((a, b) => (b.options.now > a.options.now ? b : a)).options;
@@ -550,6 +552,7 @@ export function createDeliveryStore(db: Db, options: DeliveryStoreOptions): Deli
     maxBatch: options.maxBatch,
     maxInFlight: options.maxInFlight,
     conflictKey: (input) => input.deliveryId,
+    isolateFailures: false,
     run: (inputs) =>
       inputs.length === 1
         ? recordAttempt(db, inputs[0] as RecordInput).then((r) => [r])
