@@ -10,7 +10,7 @@ describe("dispatcher environment", () => {
     expect(env.WEBHOOK_RETRY_DELAYS_MS).toEqual([60_000, 300_000, 1_800_000, 7_200_000]);
     expect(env.WEBHOOK_ALLOW_PRIVATE_TARGETS).toBe(false);
     expect(env.QUEUE_PREFIX).toBe(DEFAULT_QUEUE_PREFIX);
-    expect(env.DISPATCHER_CONCURRENCY).toBe(50);
+    expect(env.DISPATCHER_CONCURRENCY).toBe(100);
     // Two short statements per attempt: 20 connections keep 50 attempts in flight from queueing.
     expect(env.DB_POOL_MAX).toBe(20);
     expect(parseEnv(DispatcherEnv, { SECRET_ENCRYPTION_KEY: key, DB_POOL_MAX: "8" }).DB_POOL_MAX).toBe(8);

@@ -26,7 +26,7 @@ export const DispatcherEnv = z.object({
   WEBHOOK_RETRY_DELAYS_MS: DelayList.default([60_000, 300_000, 1_800_000, 7_200_000]),
   WEBHOOK_ALLOW_PRIVATE_TARGETS: EnvFields.boolean(false),
   /** Attempts run in parallel by one replica. */
-  DISPATCHER_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(50),
+  DISPATCHER_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(100),
   /**
    * BullMQ job lock: a replica that dies holding a job loses it after this long, and another
    * replica picks it up at its next stalled-job check. Also the margin of an attempt's claim in
