@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 
 /** A new API token: 32 bytes (256 bits) from the CSPRNG, base64url. */
 export function generateToken(): string {
@@ -12,8 +12,9 @@ export function generateWebhookSecret(): string {
 
 /**
  * SHA-256 (hex) of a token. Tokens are 256-bit random values, so a fast hash is enough (there
- * is nothing to brute-force), and it lets the database look the hash up by index.
+ * is nothing to brute-force), and it lets the database look the hash up by index. `crypto.hash`
+ * is the one-shot form (no Hash object per call: this runs on every API request).
  */
 export function hashToken(token: string): string {
-  return createHash("sha256").update(token, "utf8").digest("hex");
+  return hash("sha256", token, "hex");
 }

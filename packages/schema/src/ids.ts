@@ -5,7 +5,8 @@ export const BotId = z.string().regex(/^\d{17,19}$/, "must be a bot application 
 export type BotId = z.infer<typeof BotId>;
 
 /** A chat-platform user id. */
-export const UserId = z.string().regex(/^\d{17,20}$/, "must be a user id (17 to 20 digits)");
+export const USER_ID_PATTERN = /^\d{17,20}$/;
+export const UserId = z.string().regex(USER_ID_PATTERN, "must be a user id (17 to 20 digits)");
 export type UserId = z.infer<typeof UserId>;
 
 export const isBotId = (value: unknown): value is string =>

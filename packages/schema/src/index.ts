@@ -26,7 +26,7 @@ export {
   scrubSecrets,
   toApiError,
 } from "./http.js";
-export { BotId, isBotId, UserId } from "./ids.js";
+export { BotId, isBotId, USER_ID_PATTERN, UserId } from "./ids.js";
 export type { DeliveryHandOff, JobDefinition, JobName } from "./jobs.js";
 export { DEFAULT_QUEUE_PREFIX, DeliveryJobData, deliveryJobOptions, JOBS, QUEUES } from "./jobs.js";
 export type { HttpMetrics, MetricsRegistryOptions, ScrapeSources } from "./metrics.js";

@@ -4,7 +4,7 @@
  * query that both authenticates the token and reads the user's vote window; there is no separate
  * token lookup and no token cache.
  */
-import { CheckQuery, parseOrThrow, type VoteCheckResult } from "@botdir/schema";
+import { CheckQuery, parseOrThrow, USER_ID_PATTERN, type VoteCheckResult } from "@botdir/schema";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
 import { admit } from "../http/access.js";
@@ -16,16 +16,24 @@ import { toVoteCheck } from "../services/bots.js";
 export const CHECK_PATH = "/api/v1/bots/:id/check";
 export const CHECK_ALIAS_PATH = "/api/v1/bots/check";
 
+/** The query's userId when CheckQuery accepts it (the first of repeated values), else null. */
+function validUserId(query: unknown): string | null {
+  const value = (query as { userId?: unknown }).userId;
+  const first = Array.isArray(value) ? value[0] : value;
+  return typeof first === "string" && USER_ID_PATTERN.test(first) ? first : null;
+}
+
 export function registerCheck(router: Router, ctx: ApiContext): void {
   const handler = async (req: Request<{ id?: string }>, res: Response) => {
     const tokenHash = requireTokenHash(req);
-    const query = CheckQuery.safeParse(req.query);
+    const userId = validUserId(req.query);
     const [rate, row] = await Promise.all([
       ctx.limiter.consume("check", tokenHash),
-      ctx.voteWindow({ tokenHash, userId: query.success ? query.data.userId : null }),
+      ctx.voteWindow({ tokenHash, userId }),
     ]);
     admit(res, { tokenBotId: row?.botId ?? null, pathId: req.params.id, rate });
-    if (!query.success) parseOrThrow(CheckQuery, req.query, "The query");
+    // Only an invalid query goes through zod, for the sentence that names the problem.
+    if (userId === null) parseOrThrow(CheckQuery, req.query, "The query");
     const body: VoteCheckResult = toVoteCheck(row?.votedAt ?? null, ctx.clock.now());
     sendJson(res, body);
   };
