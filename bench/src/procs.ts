@@ -85,13 +85,21 @@ export function cpuSeconds(pid: number | undefined): number {
   }
 }
 
-/** CPU seconds of every process whose command name is `comm` (e.g. all PostgreSQL backends). */
+/**
+ * CPU seconds of every process whose command name is `comm` (e.g. all PostgreSQL backends),
+ * including the children they have reaped (the postmaster's cutime/cstime holds the CPU of
+ * backends that exited, say when a pool closes idle connections, so the sum never goes down).
+ */
 export function cpuSecondsOf(comm: string): number {
   let total = 0;
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() === comm) total += cpuSeconds(Number(entry));
+      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() !== comm) continue;
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      // utime, stime, cutime, cstime in clock ticks (100 Hz)
+      total += (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) / 100;
     } catch {
       // process went away
     }

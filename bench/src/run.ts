@@ -25,7 +25,7 @@ import {
 
 const BASE_DB = process.env.DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
 const ROUND_S = Number(process.env.BENCH_ROUND_S ?? 5);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const BOTS = 2_000;
 const WEBHOOK_BOTS = 200;

@@ -46,16 +46,16 @@ export function createApp(deps: IngestDeps): Express {
   app.set("etag", false);
   app.use(requestContext(deps.logger, metrics.http));
 
-  const router = express.Router();
-  registerHealth(router, deps);
-  router.get("/metrics", metricsHandler(metrics.registry));
+  // Routes go on the app's own router (no nested Router dispatch), the hot vote route first.
+  const router = app.router;
   registerVotes(router, {
     votes: createVotes({ ...deps, onBatch: (size) => metrics.castBatch(size) }),
     internalApiKey: deps.internalApiKey,
   });
+  registerHealth(router, deps);
+  router.get("/metrics", metricsHandler(metrics.registry));
   registerBotManagement(router, deps);
   registerOpenApi(router, deps);
-  app.use(router);
 
   app.use(notFound());
   app.use(errorHandler(deps.logger));

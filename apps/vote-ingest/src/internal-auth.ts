@@ -1,5 +1,5 @@
 import { ApiError, MESSAGES } from "@botdir/schema";
-import { safeEqual } from "@botdir/signing";
+import { secretMatcher } from "@botdir/signing";
 import type { RequestHandler } from "express";
 
 /**
@@ -8,10 +8,11 @@ import type { RequestHandler } from "express";
  * key (only possible in tests) accepts nothing.
  */
 export function requireInternalKey(key: string): RequestHandler {
+  const matches = secretMatcher(key);
   return (req, _res, next) => {
     const header = req.get("authorization");
     const presented = header?.trim().replace(/^Bearer\s+/i, "") ?? "";
-    if (key === "" || presented === "" || !safeEqual(presented, key)) {
+    if (key === "" || presented === "" || !matches(presented)) {
       return next(new ApiError("unauthorized", MESSAGES.invalidInternalKey));
     }
     next();

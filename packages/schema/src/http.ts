@@ -294,3 +294,17 @@ export function listen(server: Server, port: number, host?: string): Promise<voi
     });
   });
 }
+
+/**
+ * A JSON answer written straight to Node's response, without Express's `res.json`/`res.send`
+ * (which re-parse and re-format the Content-Type header and consider ETags on every call: a
+ * measurable share of the hot paths). Same bytes and headers as `res.status(status).json(body)`;
+ * Node leaves the body out of an answer to HEAD.
+ */
+export function sendJson(res: Response, body: unknown, status = 200): void {
+  const text = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader("Content-Type", "application/json; charset=utf-8");
+  res.setHeader("Content-Length", Buffer.byteLength(text));
+  res.end(text);
+}

@@ -24,6 +24,7 @@ export {
   requestLog,
   requireJson,
   scrubSecrets,
+  sendJson,
   toApiError,
 } from "./http.js";
 export { BotId, isBotId, USER_ID_PATTERN, UserId } from "./ids.js";

@@ -40,7 +40,15 @@ export function verify(secret: Bytes, rawBody: Bytes, header: string | null | un
  * gets against its stored webhook secret). Both sides are hashed first so their lengths never leak.
  */
 export function safeEqual(a: Bytes, b: Bytes): boolean {
-  const ha = createHmac("sha256", "botdir-compare").update(toBuffer(a)).digest();
-  const hb = createHmac("sha256", "botdir-compare").update(toBuffer(b)).digest();
-  return timingSafeEqual(ha, hb);
+  return timingSafeEqual(compareDigest(a), compareDigest(b));
+}
+
+/** safeEqual against one fixed secret, whose digest is computed once (a per-request key check). */
+export function secretMatcher(secret: Bytes): (candidate: Bytes) => boolean {
+  const expected = compareDigest(secret);
+  return (candidate) => timingSafeEqual(compareDigest(candidate), expected);
+}
+
+function compareDigest(value: Bytes): Buffer {
+  return createHmac("sha256", "botdir-compare").update(toBuffer(value)).digest();
 }

@@ -1,5 +1,5 @@
 import { createHmac } from "node:crypto";
-import { safeEqual, sign, verify } from "./index.js";
+import { safeEqual, secretMatcher, sign, verify } from "./index.js";
 
 describe("sign", () => {
   it("produces sha256= and the hex HMAC-SHA256 of the raw body", () => {
@@ -46,5 +46,16 @@ describe("safeEqual", () => {
     expect(safeEqual("abc", "abc")).toBe(true);
     expect(safeEqual("abc", "abcd")).toBe(false);
     expect(safeEqual("", "")).toBe(true);
+  });
+});
+
+describe("secretMatcher", () => {
+  it("accepts exactly the secret it was made for, whatever the candidate's length", () => {
+    const matches = secretMatcher("internal-key-0123456789");
+    expect(matches("internal-key-0123456789")).toBe(true);
+    expect(matches(Buffer.from("internal-key-0123456789"))).toBe(true);
+    expect(matches("internal-key-012345678")).toBe(false);
+    expect(matches("internal-key-01234567890")).toBe(false);
+    expect(matches("")).toBe(false);
   });
 });

@@ -4,11 +4,10 @@
  * query that both authenticates the token and reads the user's vote window; there is no separate
  * token lookup and no token cache.
  */
-import { CheckQuery, parseOrThrow, USER_ID_PATTERN, type VoteCheckResult } from "@botdir/schema";
+import { CheckQuery, parseOrThrow, sendJson, USER_ID_PATTERN, type VoteCheckResult } from "@botdir/schema";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
 import { admit } from "../http/access.js";
-import { sendJson } from "../http/json.js";
 import { allowOnly } from "../http/methods.js";
 import { requireTokenHash } from "../services/auth.js";
 import { toVoteCheck } from "../services/bots.js";

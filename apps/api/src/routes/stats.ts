@@ -2,10 +2,9 @@
  * POST /api/v1/bots/{id}/stats, and POST /api/v1/bots/stats (top.gg-style clients: @top-gg/sdk v3,
  * dblapi.js and topggpy post without an id; the bot is the token's).
  */
-import { parseOrThrow, StatsBody, type StatsResponse } from "@botdir/schema";
+import { parseOrThrow, StatsBody, type StatsResponse, sendJson } from "@botdir/schema";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
-import { sendJson } from "../http/json.js";
 import { deferredJsonBody } from "../http/json-body.js";
 import { allowOnly } from "../http/methods.js";
 import { authenticatedWrite } from "../http/write.js";

@@ -3,11 +3,10 @@
  * id): the newest votes from the append-only log, {user_id, voted_at} only. `limit` is clamped to
  * 1..100 and anything that is not a number means the default, 50; it is never a 400.
  */
-import { clampLimit, type VotesResponse } from "@botdir/schema";
+import { clampLimit, sendJson, type VotesResponse } from "@botdir/schema";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
 import { admit } from "../http/access.js";
-import { sendJson } from "../http/json.js";
 import { allowOnly } from "../http/methods.js";
 import { requireTokenHash } from "../services/auth.js";
 import { listVotes } from "../services/bots.js";

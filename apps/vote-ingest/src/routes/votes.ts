@@ -1,5 +1,5 @@
 /** POST /internal/v1/votes: the site frontend casts a vote (INTERNAL_API_KEY). */
-import { CastVoteBody, methodNotAllowed, parseOrThrow, requireJson } from "@botdir/schema";
+import { CastVoteBody, methodNotAllowed, parseOrThrow, requireJson, sendJson } from "@botdir/schema";
 import express, { type Router } from "express";
 import { requireInternalKey } from "../internal-auth.js";
 import type { Votes } from "../services/votes.js";
@@ -19,7 +19,7 @@ export function registerVotes(router: Router, deps: VotesRouteDeps): void {
       const body = parseOrThrow(CastVoteBody, req.body);
       const { vote, nextVoteAt } = await deps.votes.castVote(body.bot_id, body.user_id);
       res.setHeader("Cache-Control", "no-store");
-      res.status(201).json({ vote, nextVoteAt });
+      sendJson(res, { vote, nextVoteAt }, 201);
     },
   );
   router.all("/internal/v1/votes", methodNotAllowed(["POST"]));
