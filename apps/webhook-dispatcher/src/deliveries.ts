@@ -97,18 +97,11 @@ async function inTransaction<T>(db: Db, work: (client: PoolClient) => Promise<T>
 }
 
 /**
- * The common path of a claim in one statement. `d` locks the delivery row (waiting for a concurrent
- * claim to commit, then seeing its result); `c` claims it only when every condition of a claim holds
- * on the newest row version; the outer SELECT returns what the handler needs and, when nothing was
- * claimed, the row as locked so the caller can tell busy / early / not pending / a rare branch apart.
+ * The claim itself, shared by both claim statements: `d` is the locked delivery row(s); the UPDATE
+ * claims a row only when every condition of a claim holds on its newest version ($2 lease until,
+ * $3 now, $4 due by, $5 the attempt limit).
  */
-const CLAIM_SQL = `
-WITH d AS (
-  SELECT id, state, attempts_made, next_attempt_at, lease_until, bot_id, vote_id
-    FROM webhook_deliveries
-   WHERE id = $1
-     FOR UPDATE
-), c AS (
+const CLAIM_UPDATE = `
   UPDATE webhook_deliveries w
      SET attempts_made = w.attempts_made + 1, lease_until = $2, attempt_started_at = $3, updated_at = $3
     FROM d, bots b
@@ -120,7 +113,21 @@ WITH d AS (
      AND w.next_attempt_at <= $4
      AND b.webhook_url IS NOT NULL
      AND b.webhook_secret_encrypted IS NOT NULL
-  RETURNING w.attempts_made, b.webhook_url, b.webhook_secret_encrypted
+  RETURNING w.id, w.attempts_made, b.webhook_url, b.webhook_secret_encrypted`;
+
+/**
+ * The common path of a claim in one statement. `d` locks the delivery row (waiting for a concurrent
+ * claim to commit, then seeing its result); `c` claims it only when every condition of a claim holds
+ * on the newest row version; the outer SELECT returns what the handler needs and, when nothing was
+ * claimed, the row as locked so the caller can tell busy / early / not pending / a rare branch apart.
+ */
+const CLAIM_SQL = `
+WITH d AS (
+  SELECT id, state, attempts_made, next_attempt_at, lease_until, bot_id, vote_id
+    FROM webhook_deliveries
+   WHERE id = $1
+     FOR UPDATE
+), c AS (${CLAIM_UPDATE}
 )
 SELECT d.state, d.attempts_made, d.next_attempt_at, d.lease_until, d.bot_id, v.user_id, v.voted_at,
        c.attempts_made AS claimed_attempt, c.webhook_url, c.webhook_secret_encrypted
@@ -153,19 +160,7 @@ WITH d AS (
     FROM webhook_deliveries
    WHERE id = ANY($1::uuid[])
      FOR UPDATE SKIP LOCKED
-), c AS (
-  UPDATE webhook_deliveries w
-     SET attempts_made = w.attempts_made + 1, lease_until = $2, attempt_started_at = $3, updated_at = $3
-    FROM d, bots b
-   WHERE w.id = d.id
-     AND b.id = d.bot_id
-     AND w.state = 'pending'
-     AND w.lease_until IS NULL
-     AND w.attempts_made < $5
-     AND w.next_attempt_at <= $4
-     AND b.webhook_url IS NOT NULL
-     AND b.webhook_secret_encrypted IS NOT NULL
-  RETURNING w.id, w.attempts_made, b.webhook_url, b.webhook_secret_encrypted
+), c AS (${CLAIM_UPDATE}
 )
 SELECT d.id, d.state, d.attempts_made, d.next_attempt_at, d.lease_until, d.bot_id, v.user_id, v.voted_at,
        c.attempts_made AS claimed_attempt, c.webhook_url, c.webhook_secret_encrypted

@@ -6,12 +6,19 @@
 import type { Db } from "@botdir/db";
 import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/schema";
-import { type ClaimOptions, type ClaimResult, createDeliveryStore } from "../src/deliveries.js";
-import type { AttemptOutcome } from "../src/http-client.js";
-import { attemptRows, configureWebhook, deliveryRow, secretBox, seedDelivery } from "./support.js";
+import { type ClaimResult, createDeliveryStore } from "../src/deliveries.js";
+import {
+  attemptRows,
+  claimOptions,
+  configureWebhook,
+  DELAYS,
+  deliveryRow,
+  fail,
+  LEASE_MS,
+  ok,
+  seedDelivery,
+} from "./support.js";
 
-const DELAYS = [60_000, 300_000, 1_800_000, 7_200_000];
-const LEASE_MS = 40_000;
 let t: TestDatabase;
 
 beforeAll(async () => {
@@ -21,19 +28,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await t.drop();
 });
-
-const ok: AttemptOutcome = { ok: true, statusCode: 204, errorKind: null, durationMs: 12 };
-const fail: AttemptOutcome = { ok: false, statusCode: 500, errorKind: "http_status", durationMs: 8 };
-
-function opts(clock: ManualClock): ClaimOptions {
-  return {
-    now: clock.now(),
-    leaseMs: LEASE_MS,
-    earlySlackMs: 250,
-    retryDelays: DELAYS,
-    decryptSecret: (s) => secretBox.decrypt(s),
-  };
-}
 
 /** The database with every statement's name (or "sql") logged. */
 function counted(db: Db): { db: Db; names: string[] } {
@@ -69,7 +63,7 @@ describe("batched claims and records", () => {
     const { db, names } = counted(t.db);
     const store = createDeliveryStore(db, { maxBatch: 50, maxInFlight: 1 });
 
-    const claims = (await Promise.all(all.map((d) => store.claim(d.id, opts(clock))))).map(claimed);
+    const claims = (await Promise.all(all.map((d) => store.claim(d.id, claimOptions(clock))))).map(claimed);
 
     expect(names).toEqual(["dispatcher_claim_batch"]);
     expect(claims.map((c) => c.attemptNumber)).toEqual([...Array(19).fill(1), 5]);
@@ -136,10 +130,10 @@ describe("batched claims and records", () => {
       await holder.query("SELECT 1 FROM webhook_deliveries WHERE id = $1 FOR UPDATE", [locked.id]);
 
       let lockedDone = false;
-      const lockedClaim = store.claim(locked.id, opts(clock)).finally(() => {
+      const lockedClaim = store.claim(locked.id, claimOptions(clock)).finally(() => {
         lockedDone = true;
       });
-      const others = await Promise.all(all.slice(0, 2).map((d) => store.claim(d.id, opts(clock))));
+      const others = await Promise.all(all.slice(0, 2).map((d) => store.claim(d.id, claimOptions(clock))));
       expect(others.map((c) => c.kind)).toEqual(["claimed", "claimed"]);
       await new Promise((r) => setTimeout(r, 100));
       expect(lockedDone).toBe(false);
@@ -159,9 +153,9 @@ describe("batched claims and records", () => {
     const store = createDeliveryStore(db, { maxBatch: 50, maxInFlight: 1 });
 
     const [a, b, c] = await Promise.all([
-      store.claim(delivery!.id, opts(clock)),
-      store.claim(other!.id, opts(clock)),
-      store.claim(delivery!.id, opts(clock)),
+      store.claim(delivery!.id, claimOptions(clock)),
+      store.claim(other!.id, claimOptions(clock)),
+      store.claim(delivery!.id, claimOptions(clock)),
     ]);
 
     expect(names).toEqual(["dispatcher_claim_batch", "dispatcher_claim"]);
@@ -176,7 +170,7 @@ describe("batched claims and records", () => {
     const [crashed, early, done, fine] = await deliveries(clock, 4);
     const store = createDeliveryStore(t.db, { maxBatch: 50, maxInFlight: 1 });
     const started = clock.now();
-    claimed(await store.claim(crashed!.id, opts(clock))); // then the process "dies"
+    claimed(await store.claim(crashed!.id, claimOptions(clock))); // then the process "dies"
     clock.advance(LEASE_MS + 1);
     const bot2 = await seedBot(t.db);
     const orphan = await seedDelivery(t.db, bot2.id, { votedAt: clock.now() }); // bot without webhook
@@ -185,7 +179,7 @@ describe("batched claims and records", () => {
     await t.db.prisma.delivery.update({ where: { id: done!.id }, data: { state: "delivered" } });
 
     const results = await Promise.all(
-      [crashed!, orphan, early!, done!, fine!].map((d) => store.claim(d.id, opts(clock))),
+      [crashed!, orphan, early!, done!, fine!].map((d) => store.claim(d.id, claimOptions(clock))),
     );
 
     expect(results[0]).toEqual({ kind: "early", at: new Date(clock.now().getTime() + DELAYS[0]!) });

@@ -5,13 +5,18 @@
 import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/schema";
 import { createDeliverHandler } from "../src/deliver.handler.js";
-import { type ClaimOptions, claimAttempt, recordAttempt } from "../src/deliveries.js";
+import { claimAttempt, recordAttempt } from "../src/deliveries.js";
 import type { AttemptOutcome } from "../src/http-client.js";
 import { createWebhookSender } from "../src/http-client.js";
 import {
   attemptRows,
+  claimOptions,
   configureWebhook,
+  DELAYS,
   deliveryRow,
+  fail,
+  LEASE_MS,
+  ok,
   type Receiver,
   secretBox,
   seedDelivery,
@@ -19,8 +24,6 @@ import {
   startReceiver,
 } from "./support.js";
 
-const DELAYS = [60_000, 300_000, 1_800_000, 7_200_000];
-const LEASE_MS = 40_000;
 let t: TestDatabase;
 let receiver: Receiver;
 
@@ -34,19 +37,6 @@ afterAll(async () => {
   await t.drop();
 });
 
-const ok: AttemptOutcome = { ok: true, statusCode: 204, errorKind: null, durationMs: 12 };
-const fail: AttemptOutcome = { ok: false, statusCode: 500, errorKind: "http_status", durationMs: 8 };
-
-function opts(clock: ManualClock): ClaimOptions {
-  return {
-    now: clock.now(),
-    leaseMs: LEASE_MS,
-    earlySlackMs: 250,
-    retryDelays: DELAYS,
-    decryptSecret: (s) => secretBox.decrypt(s),
-  };
-}
-
 async function arrange(clock: ManualClock) {
   const bot = await seedBot(t.db);
   await configureWebhook(t.db, bot.id, receiver.url(), "secret");
@@ -54,7 +44,7 @@ async function arrange(clock: ManualClock) {
 }
 
 async function claimOrFail(id: string, clock: ManualClock) {
-  const claim = await claimAttempt(t.db, id, opts(clock));
+  const claim = await claimAttempt(t.db, id, claimOptions(clock));
   if (claim.kind !== "claimed") throw new Error(`expected a claim, got ${claim.kind}`);
   return claim;
 }
@@ -83,7 +73,7 @@ describe("claiming and recording attempts", () => {
     const delivery = await arrange(clock);
 
     const first = await claimOrFail(delivery.id, clock);
-    const second = await claimAttempt(t.db, delivery.id, opts(clock));
+    const second = await claimAttempt(t.db, delivery.id, claimOptions(clock));
 
     expect(first.attemptNumber).toBe(1);
     expect(first.target.secret).toBe("secret");
@@ -107,7 +97,10 @@ describe("claiming and recording attempts", () => {
       expect(row.leaseUntil).toBeNull();
 
       clock.advance(delay - 1_000);
-      expect(await claimAttempt(t.db, delivery.id, opts(clock))).toEqual({ kind: "early", at: expectedNext });
+      expect(await claimAttempt(t.db, delivery.id, claimOptions(clock))).toEqual({
+        kind: "early",
+        at: expectedNext,
+      });
       clock.advance(1_000);
     }
     const fifth = await claimOrFail(delivery.id, clock);
@@ -115,7 +108,10 @@ describe("claiming and recording attempts", () => {
     const row = await deliveryRow(t.db, delivery.id);
     expect(row.state).toBe("failed");
     expect(row.completedAt).toEqual(clock.now());
-    expect(await claimAttempt(t.db, delivery.id, opts(clock))).toEqual({ kind: "done", reason: "failed" });
+    expect(await claimAttempt(t.db, delivery.id, claimOptions(clock))).toEqual({
+      kind: "done",
+      reason: "failed",
+    });
     expect(await attemptRows(t.db, delivery.id)).toHaveLength(5);
   });
 
@@ -126,7 +122,7 @@ describe("claiming and recording attempts", () => {
     const lost = await claimOrFail(delivery.id, clock);
 
     clock.advance(LEASE_MS + 1);
-    const afterCrash = await claimAttempt(t.db, delivery.id, opts(clock));
+    const afterCrash = await claimAttempt(t.db, delivery.id, claimOptions(clock));
     expect(afterCrash).toEqual({ kind: "early", at: new Date(clock.now().getTime() + DELAYS[0]!) });
     const attempts = await attemptRows(t.db, delivery.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind, a.attemptedAt])).toEqual([
@@ -159,7 +155,10 @@ describe("claiming and recording attempts", () => {
     await claimOrFail(delivery.id, clock); // the fifth, then the process dies
     clock.advance(LEASE_MS + 1);
 
-    expect(await claimAttempt(t.db, delivery.id, opts(clock))).toEqual({ kind: "done", reason: "exhausted" });
+    expect(await claimAttempt(t.db, delivery.id, claimOptions(clock))).toEqual({
+      kind: "done",
+      reason: "exhausted",
+    });
     const row = await deliveryRow(t.db, delivery.id);
     expect(row.state).toBe("failed");
     expect(row.attemptsMade).toBe(5);
@@ -176,7 +175,7 @@ describe("claiming and recording attempts", () => {
       data: { webhookSecretEncrypted: "v1:bad:bad:bad" },
     });
 
-    await expect(claimAttempt(t.db, delivery.id, opts(clock))).rejects.toThrow();
+    await expect(claimAttempt(t.db, delivery.id, claimOptions(clock))).rejects.toThrow();
     const row = await deliveryRow(t.db, delivery.id);
     expect(row.attemptsMade).toBe(0);
     expect(row.leaseUntil).toBeNull();
@@ -187,7 +186,7 @@ describe("claiming and recording attempts", () => {
     const delivery = await arrange(clock);
 
     const results = await Promise.all(
-      Array.from({ length: 5 }, () => claimAttempt(t.db, delivery.id, opts(clock))),
+      Array.from({ length: 5 }, () => claimAttempt(t.db, delivery.id, claimOptions(clock))),
     );
 
     const claimed = results.filter((r) => r.kind === "claimed");

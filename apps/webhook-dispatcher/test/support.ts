@@ -4,9 +4,18 @@ import { createServer, type IncomingHttpHeaders, type Server, type ServerRespons
 import type { AddressInfo } from "node:net";
 import { createSecretBox, type Db, type SecretBox } from "@botdir/db";
 import { randomUserId, testRedisUrl } from "@botdir/db/testing";
-import { deliveryJobOptions, type JOBS, type Logger, QUEUES, systemClock } from "@botdir/schema";
+import {
+  deliveryJobOptions,
+  type JOBS,
+  type Logger,
+  type ManualClock,
+  QUEUES,
+  systemClock,
+} from "@botdir/schema";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
+import type { ClaimOptions } from "../src/deliveries.js";
+import type { AttemptOutcome } from "../src/http-client.js";
 import { createDispatcherWorker, type DispatcherConfig, type DispatcherWorker } from "../src/worker.js";
 
 export const silentLogger: Logger = { info() {}, warn() {}, error() {} };
@@ -213,5 +222,21 @@ export async function startReceiver(reply: (req: ReceivedRequest, n: number) => 
         server.closeAllConnections();
         server.close(() => resolve());
       }),
+  };
+}
+
+/** Claim-protocol fixtures shared by the claim tests: retry delays, lease, outcomes, options. */
+export const DELAYS = [60_000, 300_000, 1_800_000, 7_200_000];
+export const LEASE_MS = 40_000;
+export const ok: AttemptOutcome = { ok: true, statusCode: 204, errorKind: null, durationMs: 12 };
+export const fail: AttemptOutcome = { ok: false, statusCode: 500, errorKind: "http_status", durationMs: 8 };
+
+export function claimOptions(clock: ManualClock): ClaimOptions {
+  return {
+    now: clock.now(),
+    leaseMs: LEASE_MS,
+    earlySlackMs: 250,
+    retryDelays: DELAYS,
+    decryptSecret: (s) => secretBox.decrypt(s),
   };
 }
