@@ -59,26 +59,34 @@ export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHa
 }
 
 function onFinished(logger: Logger, metrics?: HttpMetrics) {
+  const report = (req: Request, res: Response, start: bigint) => {
+    const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+    const route = routeLabel(req, res);
+    metrics?.observe(route, req.method, res.statusCode, seconds);
+    // pino's disabled levels are no-ops; skip building the line too (the benchmark runs at warn).
+    if (logger.isLevelEnabled?.("info") === false) return;
+    const url = req.originalUrl;
+    const q = url.indexOf("?");
+    logger.info(
+      {
+        reqId: res.locals.reqId,
+        method: req.method,
+        route,
+        path: q === -1 ? url : url.slice(0, q),
+        status: res.statusCode,
+        ms: Math.round(seconds * 10_000) / 10,
+      },
+      "request",
+    );
+  };
   return (req: Request, res: Response, start: bigint) => {
     res.on("finish", () => {
-      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-      const route = routeLabel(req, res);
-      metrics?.observe(route, req.method, res.statusCode, seconds);
-      // pino's disabled levels are no-ops; skip building the line too (the benchmark runs at warn).
-      if (logger.isLevelEnabled?.("info") === false) return;
-      const url = req.originalUrl;
-      const q = url.indexOf("?");
-      logger.info(
-        {
-          reqId: res.locals.reqId,
-          method: req.method,
-          route,
-          path: q === -1 ? url : url.slice(0, q),
-          status: res.statusCode,
-          ms: Math.round(seconds * 10_000) / 10,
-        },
-        "request",
-      );
+      try {
+        report(req, res, start);
+      } catch {
+        // Metrics and the log line are best-effort: a failure here must not be thrown into Node's
+        // HTTP machinery (a throwing `finish` listener is an uncaught exception).
+      }
     });
   };
 }
