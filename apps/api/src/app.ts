@@ -1,7 +1,9 @@
 import type { Db } from "@botdir/db";
 import {
+  type BatchLimits,
   type Clock,
   createBatcher,
+  DEFAULT_BATCH_LIMITS,
   errorHandler,
   type Logger,
   notFound,
@@ -38,18 +40,9 @@ export interface ApiDeps {
   bodyLimits?: Partial<BodyLimits>;
   /** Prometheus series of this app instance (default: a fresh registry; main.ts serves it). */
   metrics?: ApiMetrics;
-  /** Hot-path statement batching (createBatcher, @botdir/schema); default DEFAULT_BATCHING. */
-  batching?: Partial<Batching>;
+  /** Hot-path statement batching (createBatcher); default DEFAULT_BATCH_LIMITS. */
+  batching?: Partial<BatchLimits>;
 }
-
-export interface Batching {
-  /** Batched statements of one kind executing at once (each holds one pool connection). */
-  maxInFlight: number;
-  /** Requests per statement. */
-  maxBatch: number;
-}
-
-export const DEFAULT_BATCHING: Batching = { maxInFlight: 4, maxBatch: 64 };
 
 export const DEFAULT_REDIS_PREFIX = "botdir:";
 
@@ -64,7 +57,7 @@ function collapseSlashes(req: Request): void {
 export function createApp(deps: ApiDeps): Express {
   const prefix = deps.redisPrefix ?? DEFAULT_REDIS_PREFIX;
   const metrics = deps.metrics ?? createApiMetrics();
-  const batching: Batching = { ...DEFAULT_BATCHING, ...deps.batching };
+  const batching: BatchLimits = { ...DEFAULT_BATCH_LIMITS, ...deps.batching };
   const ctx: ApiContext = {
     db: deps.db,
     clock: deps.clock,

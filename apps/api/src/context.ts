@@ -13,8 +13,8 @@ export interface ApiContext {
   limiter: RateLimiter;
   caches: Caches;
   bodyLimits: BodyLimits;
-  /** findVoteWindow, coalesced across concurrent requests (createBatcher, @botdir/schema). */
+  /** findVoteWindows, one request at a time, coalesced into batches (createBatcher). */
   voteWindow: Batched<VoteWindowKey, VoteCheckRow | null>;
-  /** writeStats, coalesced across concurrent requests (one commit per batch). */
+  /** writeStats, one request at a time, coalesced into batches (one commit per batch). */
   writeStats: Batched<StatsWrite, WriteResult | null>;
 }

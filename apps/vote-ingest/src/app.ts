@@ -1,5 +1,6 @@
 import type { Db, SecretBox } from "@botdir/db";
 import {
+  type BatchLimits,
   type Clock,
   errorHandler,
   type Logger,
@@ -34,8 +35,8 @@ export interface IngestDeps {
   webhookResolver?: Resolver | null;
   /** Prometheus series of this app instance, served at GET /metrics (default: a fresh registry). */
   metrics?: IngestMetrics;
-  /** Vote-casting statements in flight and votes per statement (default DEFAULT_CAST_BATCHING). */
-  batching?: { maxInFlight: number; maxBatch: number };
+  /** Vote-casting statements in flight and votes per statement (default DEFAULT_BATCH_LIMITS). */
+  batching?: BatchLimits;
 }
 
 /** Wires middleware and routes of the internal listener; nothing else. */

@@ -23,7 +23,7 @@
  * sixth attempt.
  */
 import type { Db } from "@botdir/db";
-import { createBatcher, WEBHOOK_MAX_ATTEMPTS } from "@botdir/schema";
+import { type BatchLimits, createBatcher, WEBHOOK_MAX_ATTEMPTS } from "@botdir/schema";
 import type { AttemptOutcome } from "./http-client.js";
 import { type RetryDelays, retryDelayMs } from "./schedule.js";
 
@@ -489,13 +489,12 @@ async function recordAttempts(db: Db, inputs: readonly RecordInput[]): Promise<(
   });
 }
 
-/** How the claims and records of the attempts in flight share statements (DISPATCHER_DB_BATCH_MAX). */
-export interface DeliveryStoreOptions {
-  /** Most attempts per claim or record statement; 1 sends one statement per attempt. */
-  maxBatch: number;
-  /** Claim statements (and, separately, record statements) executing at once. */
-  maxInFlight: number;
-}
+/**
+ * How the claims and records of the attempts in flight share statements: maxBatch attempts per
+ * statement (DISPATCHER_DB_BATCH_MAX; 1 sends one statement per attempt), maxInFlight statements of
+ * each kind at once (DISPATCHER_DB_BATCH_IN_FLIGHT).
+ */
+export type DeliveryStoreOptions = BatchLimits;
 
 /** Claims and records attempts; concurrent calls share statements (createBatcher, @botdir/schema). */
 export interface DeliveryStore {

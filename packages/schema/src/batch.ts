@@ -1,6 +1,7 @@
 /**
  * Coalesces the hot-path statements of concurrent requests into one statement per batch (the
- * "group commit" idea, applied to the API's one-row reads and writes).
+ * "group commit" idea, applied to one-row reads and writes: /check, /stats, the rate limiter, vote
+ * casting, the dispatcher's claims and records).
  *
  * A request queues its key and gets a promise. The queue is flushed in `setImmediate`, i.e. after
  * the event loop has handled every socket that was readable in this turn, so the requests parsed
@@ -14,17 +15,23 @@
  * different batches, in arrival order. When a batch of several fails, each of its keys is run once
  * more on its own, so one request's failure (a row a trigger or constraint refuses) never becomes
  * the failure of the requests that happened to share its statement; a key that fails alone too
- * rejects with its own error (`isolateFailures: false` rejects the whole batch at once). `run` must therefore be safe to repeat for a key whose batch failed:
- * a failed statement is rolled back, and the API's statements are idempotent (a read, or a write
- * of the same values).
+ * rejects with its own error (`isolateFailures: false` rejects the whole batch at once). `run`
+ * must therefore be safe to repeat for a key whose batch failed: a failed statement is rolled
+ * back as a whole.
  */
-export interface BatchOptions<K, V> {
-  /** Runs one batch; resolves with one value per key, in the keys' order. */
-  run(keys: readonly K[]): Promise<readonly V[]>;
+export interface BatchLimits {
   /** Batches executing at once (at most the pool connections they may use). */
   maxInFlight: number;
   /** Largest batch. */
   maxBatch: number;
+}
+
+/** The limits of the API's and vote-ingest's batches (the dispatcher has its own variables). */
+export const DEFAULT_BATCH_LIMITS: BatchLimits = { maxInFlight: 4, maxBatch: 64 };
+
+export interface BatchOptions<K, V> extends BatchLimits {
+  /** Runs one batch; resolves with one value per key, in the keys' order. */
+  run(keys: readonly K[]): Promise<readonly V[]>;
   /** Keys with equal conflict keys never share a batch. */
   conflictKey?: (key: K) => string;
   /**

@@ -1,4 +1,10 @@
-export { type Batched, type BatchOptions, createBatcher } from "./batch.js";
+export {
+  type Batched,
+  type BatchLimits,
+  type BatchOptions,
+  createBatcher,
+  DEFAULT_BATCH_LIMITS,
+} from "./batch.js";
 export type { Clock } from "./clock.js";
 export { ManualClock, systemClock } from "./clock.js";
 export { COMMAND_LIMITS, Command, CommandsBody, CommandsResponse, dedupeCommands } from "./commands.js";

@@ -1,8 +1,9 @@
 /**
  * GET /api/v1/bots/{id}/check?userId=, and GET /api/v1/bots/check?userId= (top.gg-style clients
  * without an id). The hot path: the limiter's single Redis round trip runs in parallel with one
- * query that both authenticates the token and reads the user's vote window; there is no separate
- * token lookup and no token cache.
+ * query that both authenticates the token and reads the user's vote window (both shared with the
+ * concurrent requests of the same event-loop turn); there is no separate token lookup and no token
+ * cache.
  */
 import { CheckQuery, parseOrThrow, sendJson, USER_ID_PATTERN, type VoteCheckResult } from "@botdir/schema";
 import type { Request, Response, Router } from "express";

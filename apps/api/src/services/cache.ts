@@ -4,7 +4,7 @@
  * holds the truth, and a slow or absent Redis must not fail or stall an API request.
  */
 import type { Logger } from "@botdir/schema";
-import { createBatcher, describeError, withTimeout } from "@botdir/schema";
+import { createBatcher, DEFAULT_BATCH_LIMITS, describeError, withTimeout } from "@botdir/schema";
 import type { Redis } from "ioredis";
 import type { WidgetCounts } from "./bots.js";
 
@@ -25,8 +25,7 @@ export function createCaches(options: { redis: Redis; prefix: string; logger: Lo
   const pageKey = (botId: string) => `${prefix}page:bot:${botId}`;
   // The invalidations of one event-loop turn share one DEL (createBatcher, @botdir/schema).
   const deletePages = createBatcher<string, undefined>({
-    maxInFlight: 4,
-    maxBatch: 64,
+    ...DEFAULT_BATCH_LIMITS,
     isolateFailures: false,
     run: async (keys) => {
       await withTimeout(redis.del(...keys), CACHE_TIMEOUT_MS);

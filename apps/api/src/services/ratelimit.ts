@@ -8,7 +8,16 @@
  * or token.
  */
 import type { Clock, Logger } from "@botdir/schema";
-import { ApiError, createBatcher, describeError, MESSAGES, TimeoutError, withTimeout } from "@botdir/schema";
+import {
+  ApiError,
+  type BatchLimits,
+  createBatcher,
+  DEFAULT_BATCH_LIMITS,
+  describeError,
+  MESSAGES,
+  TimeoutError,
+  withTimeout,
+} from "@botdir/schema";
 import type { Response } from "express";
 import type { Redis } from "ioredis";
 
@@ -72,25 +81,24 @@ export interface RateLimiterOptions {
   timeoutMs?: number;
   logger: Logger;
   clock: Clock;
-  /** Lua calls in flight at once (default 4) and keys per call (default 64): createBatcher, @botdir/schema. */
-  batching?: { maxInFlight: number; maxBatch: number };
+  /** Lua calls in flight and keys per call (default DEFAULT_BATCH_LIMITS). */
+  batching?: BatchLimits;
 }
 
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   const limits: RateLimits = { ...DEFAULT_LIMITS, ...options.limits };
   const timeoutMs = options.timeoutMs ?? DEFAULT_LIMITER_TIMEOUT_MS;
-  const redis = options.redis as Redis & Partial<LimiterCommands>;
-  if (redis.botdirConsumeWindows === undefined) {
+  if (!("botdirConsumeWindows" in options.redis)) {
     // EVALSHA, with ioredis falling back to EVAL once after a Redis restart (NOSCRIPT).
-    redis.defineCommand("botdirConsumeWindows", { lua: CONSUME_SCRIPT });
+    options.redis.defineCommand("botdirConsumeWindows", { lua: CONSUME_SCRIPT });
   }
+  const redis = options.redis as Redis & LimiterCommands;
   const consumeWindows = createBatcher<string, { count: number; ttlMs: number }>({
-    maxInFlight: options.batching?.maxInFlight ?? 4,
-    maxBatch: options.batching?.maxBatch ?? 64,
+    ...(options.batching ?? DEFAULT_BATCH_LIMITS),
     isolateFailures: false,
     run: async (keys) => {
       const flat = await withTimeout(
-        (redis as Redis & LimiterCommands).botdirConsumeWindows(keys.length, ...keys, WINDOW_SECONDS * 1000),
+        redis.botdirConsumeWindows(keys.length, ...keys, WINDOW_SECONDS * 1000),
         timeoutMs,
       );
       return keys.map((_, i) => ({ count: Number(flat[2 * i]), ttlMs: Number(flat[2 * i + 1]) }));

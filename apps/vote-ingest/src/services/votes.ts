@@ -14,7 +14,16 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Db } from "@botdir/db";
-import { ApiError, type Clock, createBatcher, type Logger, MESSAGES, VOTE_WINDOW_MS } from "@botdir/schema";
+import {
+  ApiError,
+  type BatchLimits,
+  type Clock,
+  createBatcher,
+  DEFAULT_BATCH_LIMITS,
+  type Logger,
+  MESSAGES,
+  VOTE_WINDOW_MS,
+} from "@botdir/schema";
 import type { DeliveryQueue } from "../outbox/queue.js";
 
 export interface VotesDeps {
@@ -23,13 +32,11 @@ export interface VotesDeps {
   logger: Logger;
   /** Absent: no immediate hand-off, the outbox relay hands every delivery off. */
   deliveryQueue?: DeliveryQueue | undefined;
-  /** Statements in flight and votes per statement (default DEFAULT_CAST_BATCHING). */
-  batching?: { maxInFlight: number; maxBatch: number };
+  /** Statements in flight and votes per statement (default DEFAULT_BATCH_LIMITS). */
+  batching?: BatchLimits;
   /** Called with the size of every statement's batch (metrics). */
   onBatch?: (size: number) => void;
 }
-
-export const DEFAULT_CAST_BATCHING = { maxInFlight: 4, maxBatch: 64 };
 
 export interface CastVoteResult {
   vote: { user_id: string; voted_at: string };
@@ -118,8 +125,7 @@ const nextVoteAt = (votedAt: Date) => new Date(votedAt.getTime() + VOTE_WINDOW_M
 export function createVotes(deps: VotesDeps) {
   const { db, clock, logger } = deps;
   const cast = createBatcher<CastInput, CastRow>({
-    maxInFlight: deps.batching?.maxInFlight ?? DEFAULT_CAST_BATCHING.maxInFlight,
-    maxBatch: deps.batching?.maxBatch ?? DEFAULT_CAST_BATCHING.maxBatch,
+    ...(deps.batching ?? DEFAULT_BATCH_LIMITS),
     conflictKey: (vote) => `${vote.botId}:${vote.userId}`,
     onBatch: deps.onBatch,
     run: async (votes) => {
