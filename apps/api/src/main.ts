@@ -2,6 +2,7 @@ import { createServer } from "node:http";
 import { createDb } from "@botdir/db";
 import {
   closeServer,
+  FAIL_FAST_REDIS,
   jsonClientErrors,
   listen,
   loggerOptions,
@@ -18,13 +19,8 @@ const env = loadEnv();
 const logger = pino(loggerOptions("api", env.LOG_LEVEL));
 const db = createDb({ url: env.DATABASE_URL, poolMax: env.DB_POOL_MAX });
 // Fail fast while Redis is down (the limiter fails open) instead of queueing commands. No
-// auto-pipelining: the limiter already sends one command per batch of requests (createBatcher, @botdir/schema).
-const redis = new Redis(env.REDIS_URL, {
-  enableOfflineQueue: false,
-  maxRetriesPerRequest: 1,
-  connectTimeout: 2_000,
-  lazyConnect: false,
-});
+// auto-pipelining: the limiter already sends one command per batch of requests (createBatcher).
+const redis = new Redis(env.REDIS_URL, FAIL_FAST_REDIS);
 redis.on("error", () => {}); // reconnects by itself; health reports it
 
 const metrics = createApiMetrics({ processMetrics: true });

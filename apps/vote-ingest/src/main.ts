@@ -2,6 +2,7 @@ import { createServer } from "node:http";
 import { createDb } from "@botdir/db";
 import {
   closeServer,
+  FAIL_FAST_REDIS,
   jsonClientErrors,
   listen,
   loggerOptions,
@@ -20,11 +21,8 @@ import { secretBoxFromKey } from "./services/listings.js";
 const env = loadEnv();
 const logger = pino(loggerOptions("vote-ingest", env.LOG_LEVEL));
 const db = createDb({ url: env.DATABASE_URL, poolMax: env.DB_POOL_MAX });
-const redis = new Redis(env.REDIS_URL, {
-  enableOfflineQueue: false,
-  maxRetriesPerRequest: 1,
-  connectTimeout: 2_000,
-});
+// A producer: fail fast while Redis is down (the vote still gets its 201; the relay hands off later).
+const redis = new Redis(env.REDIS_URL, FAIL_FAST_REDIS);
 redis.on("error", () => {});
 const deliveryQueue = createDeliveryQueue({ db, redis, prefix: env.QUEUE_PREFIX, logger });
 const relay = createOutboxRelay({

@@ -2,6 +2,7 @@ import { createServer } from "node:http";
 import { createDb, createSecretBox, parseEncryptionKey } from "@botdir/db";
 import {
   closeServer,
+  FAIL_FAST_REDIS,
   jsonClientErrors,
   listen,
   loggerOptions,
@@ -32,11 +33,7 @@ const redis = new Redis(env.REDIS_URL, { maxRetriesPerRequest: null, enableAutoP
 redis.on("error", () => {});
 // The queue-depth gauge reads job counts on a fail-fast connection of its own, so a scrape while
 // Redis is down answers at once instead of waiting in the worker connection's offline queue.
-const metricsRedis = new Redis(env.REDIS_URL, {
-  enableOfflineQueue: false,
-  maxRetriesPerRequest: 1,
-  connectTimeout: 2_000,
-});
+const metricsRedis = new Redis(env.REDIS_URL, FAIL_FAST_REDIS);
 metricsRedis.on("error", () => {});
 const countsQueue = new Queue(QUEUES.webhookDeliveries, {
   connection: metricsRedis,

@@ -65,3 +65,15 @@ export function loadEnvOrExit<S extends z.ZodType>(
     throw error;
   }
 }
+
+/**
+ * ioredis options of every connection that must fail at once while Redis is down rather than
+ * queue commands and hang (queue producers, the API's limiter and caches, scrape-time reads): no
+ * offline queue, one retry, a 2 s connect timeout. Never for a BullMQ worker connection, which
+ * needs `maxRetriesPerRequest: null`.
+ */
+export const FAIL_FAST_REDIS = {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 1,
+  connectTimeout: 2_000,
+} as const;

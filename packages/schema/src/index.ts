@@ -8,7 +8,7 @@ export {
 export type { Clock } from "./clock.js";
 export { ManualClock, systemClock } from "./clock.js";
 export { COMMAND_LIMITS, Command, CommandsBody, CommandsResponse, dedupeCommands } from "./commands.js";
-export { EnvError, EnvFields, loadEnvOrExit, parseEnv } from "./env.js";
+export { EnvError, EnvFields, FAIL_FAST_REDIS, loadEnvOrExit, parseEnv } from "./env.js";
 export type { ErrorBodyShape, ErrorCode } from "./errors.js";
 export { ApiError, describeIssue, ERROR_STATUS, ErrorBody, MESSAGES, parseOrThrow } from "./errors.js";
 export type { HealthChecks, HealthReport } from "./health.js";

@@ -3,7 +3,7 @@
  * the vote is written and its delivery handed off (or left to the relay) exactly as for the site.
  */
 import type { Db } from "@botdir/db";
-import { type Clock, DEFAULT_QUEUE_PREFIX, type Logger, systemClock } from "@botdir/schema";
+import { type Clock, DEFAULT_QUEUE_PREFIX, FAIL_FAST_REDIS, type Logger, systemClock } from "@botdir/schema";
 import { Redis } from "ioredis";
 import { createDeliveryQueue } from "../outbox/queue.js";
 import { type CastVoteResult, createVotes } from "../services/votes.js";
@@ -28,10 +28,8 @@ export async function castVoteFromCli(
   const logger = deps.logger ?? quiet;
   // Fail fast like the app: a Redis outage must not block the vote; the relay hands off later.
   const redis = new Redis(deps.redisUrl, {
+    ...FAIL_FAST_REDIS,
     lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    connectTimeout: 2_000,
     retryStrategy: () => null,
   });
   redis.on("error", () => {});
