@@ -379,14 +379,8 @@ async function main(): Promise<void> {
       };
     };
     const cpu: Record<string, { ours: CpuShare; floor: CpuShare }> = {};
-    /** The batching counters (botdir_batch_*_total) of the app serving the path being measured. */
-    const batchCounters = async () => {
-      const url = / \/(check|stats)/.test(currentPath)
-        ? `http://127.0.0.1:${apiMetricsPort}/metrics`
-        : currentPath.includes("/internal/v1/votes")
-          ? `http://127.0.0.1:${ingestPort}/metrics`
-          : null;
-      if (url === null) return { statements: 0, requests: 0 };
+    /** The batching counters (botdir_batch_*_total, summed) at an app's /metrics. */
+    const batchCounters = async (url: string) => {
       const text = await (await fetch(url)).text();
       const sum = (name: string) =>
         parseMetrics(text)
@@ -397,7 +391,6 @@ async function main(): Promise<void> {
         requests: sum("botdir_batch_requests_total"),
       };
     };
-    let currentPath = "";
     /** Mean requests per batched statement during our rounds of a path (only batched paths). */
     const batchSize: Record<string, number> = {};
     const table: Record<string, { floor: LoadResult; ours: LoadResult; ratio: number; p99Ratio: number }> =
@@ -408,8 +401,10 @@ async function main(): Promise<void> {
       ([name]) => !only || only.some((w) => name.toLowerCase().includes(w)),
     );
     for (const [name, spec] of selected) {
-      currentPath = name;
-      const batchesBefore = await batchCounters();
+      const ofIngest = spec.ours.endsWith(`:${ingestPort}`);
+      const serverPid = ofIngest ? ingest.child.pid : api.child.pid;
+      const metricsUrl = ofIngest ? `${spec.ours}/metrics` : `http://127.0.0.1:${apiMetricsPort}/metrics`;
+      const batchesBefore = await batchCounters(metricsUrl);
       const floorRuns: LoadResult[] = [];
       const floorCpu: CpuShare[] = [];
       const ourCpu: CpuShare[] = [];
@@ -429,7 +424,6 @@ async function main(): Promise<void> {
           floorCpu.push(perRequest(before, cpuOf(floor.child.pid), r.total));
         }
 
-        const serverPid = spec.ours.endsWith(`:${ingestPort}`) ? ingest.child.pid : api.child.pid;
         const before = cpuOf(serverPid);
         const r = await load({
           url: spec.ours,
@@ -457,7 +451,7 @@ async function main(): Promise<void> {
         };
       };
       cpu[name] = { ours: meanCpu(ourCpu), floor: meanCpu(floorCpu) };
-      const batchesAfter = await batchCounters();
+      const batchesAfter = await batchCounters(metricsUrl);
       if (batchesAfter.statements > batchesBefore.statements) {
         batchSize[name] =
           Math.round(
