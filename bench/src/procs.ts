@@ -73,13 +73,20 @@ export function rssMb(pid: number | undefined): number {
   }
 }
 
+/** The fields of /proc/<pid>/stat after the command name (utime is [11], stime [12], cutime [13], cstime [14]). */
+function statFields(pid: number): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+}
+
+/** Seconds from clock ticks (100 Hz) of the given stat fields. */
+const ticks = (fields: string[], ...at: number[]) => at.reduce((sum, i) => sum + Number(fields[i]), 0) / 100;
+
 /** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */
 export function cpuSeconds(pid: number | undefined): number {
   if (!pid) return 0;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100 Hz)
+    return ticks(statFields(pid), 11, 12); // utime, stime
   } catch {
     return 0;
   }
@@ -96,10 +103,7 @@ export function cpuSecondsOf(comm: string): number {
     if (!/^\d+$/.test(entry)) continue;
     try {
       if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() !== comm) continue;
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      // utime, stime, cutime, cstime in clock ticks (100 Hz)
-      total += (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) / 100;
+      total += ticks(statFields(Number(entry)), 11, 12, 13, 14); // utime, stime, cutime, cstime
     } catch {
       // process went away
     }
