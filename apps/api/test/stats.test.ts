@@ -1,7 +1,7 @@
 import { once } from "node:events";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { seedBot } from "@botdir/db/testing";
+import { seedBot, watchQueries } from "@botdir/db/testing";
 import { StatsResponse } from "@botdir/schema";
 import type { Express } from "express";
 import request from "supertest";
@@ -188,18 +188,10 @@ describe("concurrent posts (one statement and one commit per batch)", () => {
     const server = createServer(h.app({ limits: { stats: 1_000 }, batching: { maxInFlight: 1 } }));
     server.listen(0, "127.0.0.1");
     await once(server, "listening");
-    const pool = h.t.db.pool;
-    const query = pool.query;
-    const statements: string[] = [];
-    pool.query = (async (...args: Parameters<typeof query>) => {
-      const config = args[0] as { name?: string } | string;
-      statements.push(typeof config === "string" ? config : (config.name ?? "unnamed"));
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      return (query as (...a: unknown[]) => unknown).apply(pool, args);
-    }) as typeof query;
+    const queries = watchQueries(h.t.db.pool, { delayMs: 50 });
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     return {
-      statements,
+      statements: queries.names,
       post: (path: string, token: string, body: unknown) =>
         fetch(`${base}${path}`, {
           method: "POST",
@@ -207,7 +199,7 @@ describe("concurrent posts (one statement and one commit per batch)", () => {
           body: JSON.stringify(body),
         }).then(async (r) => ({ status: r.status, body: await r.json() })),
       close() {
-        pool.query = query;
+        queries.restore();
         server.close();
       },
     };

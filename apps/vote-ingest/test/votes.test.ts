@@ -8,6 +8,7 @@ import {
   seedBot,
   type TestDatabase,
   testRedisUrl,
+  watchQueries,
 } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/schema";
 import type { Redis } from "ioredis";
@@ -266,14 +267,8 @@ describe("concurrent votes: one statement and one commit per batch", () => {
     });
     const slowServer = batched.listen(0);
     const pool = t.db.pool;
-    const query = pool.query;
-    const statements: string[] = [];
-    pool.query = (async (...args: Parameters<typeof query>) => {
-      const config = args[0] as { name?: string } | string;
-      statements.push(typeof config === "string" ? "unnamed" : (config.name ?? "unnamed"));
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      return (query as (...a: unknown[]) => unknown).apply(pool, args);
-    }) as typeof query;
+    const queries = watchQueries(pool, { delayMs: 50 });
+    const statements = queries.names;
     try {
       const post = (bot_id: string, user_id: string) =>
         request(slowServer)
@@ -288,7 +283,7 @@ describe("concurrent votes: one statement and one commit per batch", () => {
         post(bots[0]!.id, expired),
         post(randomBotId(), users[0]!),
       ]);
-      pool.query = query; // the checks below run at full speed
+      queries.restore(); // the checks below run at full speed
 
       for (const res of fresh) {
         expect(res.status).toBe(201);
@@ -330,7 +325,7 @@ describe("concurrent votes: one statement and one commit per batch", () => {
       expect(sampleValue(samples, "botdir_batch_statements_total", label)).toBe(casts.length);
       expect(sampleValue(samples, "botdir_batch_requests_total", label)).toBe(23);
     } finally {
-      pool.query = query;
+      queries.restore();
       await new Promise((r) => slowServer.close(r));
     }
   });

@@ -230,6 +230,34 @@ export async function startRedisServer(options: { port?: number } = {}): Promise
   };
 }
 
+/**
+ * Watches a pool's queries until `restore()`: records each statement's name ("unnamed" for one
+ * without a name) and, with `delayMs`, holds each for that long before sending it, so concurrent
+ * requests pile up behind the statement in flight as they do under load.
+ */
+export function watchQueries(
+  pool: pg.Pool,
+  options: { delayMs?: number } = {},
+): {
+  names: string[];
+  restore(): void;
+} {
+  const names: string[] = [];
+  const query = pool.query;
+  pool.query = (async (...args: unknown[]) => {
+    const config = args[0] as { name?: string } | string;
+    names.push(typeof config === "string" ? "unnamed" : (config.name ?? "unnamed"));
+    if (options.delayMs) await new Promise((resolve) => setTimeout(resolve, options.delayMs));
+    return (query as (...a: unknown[]) => unknown).apply(pool, args);
+  }) as typeof query;
+  return {
+    names,
+    restore: () => {
+      pool.query = query;
+    },
+  };
+}
+
 /** Test support: reads the Prometheus text format of a /metrics answer, so tests can look samples up by label. */
 export interface Sample {
   name: string;
