@@ -21,7 +21,7 @@ if (process.env.NODE_ENV !== "production") {
     process.env.INTERNAL_API_KEY = randomBytes(24).toString("base64url");
     generated.push(`INTERNAL_API_KEY=${process.env.INTERNAL_API_KEY}`);
   }
-  if (!process.env.SECRET_ENCRYPTION_KEY) {
+  if (!process.env.SECRET_ENCRYPTION_KEY && !process.env.SECRET_ENCRYPTION_KEYS) {
     process.env.SECRET_ENCRYPTION_KEY = randomBytes(32).toString("hex");
     generated.push(`SECRET_ENCRYPTION_KEY=${process.env.SECRET_ENCRYPTION_KEY}`);
   }

@@ -8,6 +8,7 @@ const child = spawn("pnpm", ["exec", "turbo", "run", "test", "--concurrency=2", 
 let passed = 0;
 let failed = 0;
 let skipped = 0;
+let failedSuites = 0;
 let buffer = "";
 child.stdout.on("data", (chunk) => {
   process.stdout.write(chunk);
@@ -15,6 +16,9 @@ child.stdout.on("data", (chunk) => {
   const lines = buffer.split("\n");
   buffer = lines.pop() ?? "";
   for (const line of lines) {
+    // A suite that fails to load (a bad import) has no test lines: count it as one failure.
+    const suites = /Test Suites:\s.*?(\d+) failed/.exec(line);
+    if (suites) failedSuites += Number(suites[1]);
     if (!/Tests:\s/.test(line)) continue;
     passed += Number(/(\d+) passed/.exec(line)?.[1] ?? 0);
     failed += Number(/(\d+) failed/.exec(line)?.[1] ?? 0);
@@ -22,6 +26,8 @@ child.stdout.on("data", (chunk) => {
   }
 });
 child.on("exit", (code) => {
-  process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ""}\n`);
+  // Every failed test's suite is a failed suite too; suites that failed without a test add to it.
+  const total = Math.max(failed, failedSuites, code === 0 ? 0 : 1);
+  process.stdout.write(`\n${passed} passed, ${total} failed${skipped ? `, ${skipped} skipped` : ""}\n`);
   process.exit(code ?? 1);
 });

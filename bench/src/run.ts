@@ -4,13 +4,13 @@
  * Express floor in the same run. Prints a table and writes bench/results/<date>.json.
  */
 import { randomBytes } from "node:crypto";
-import { mkdirSync, writeFileSync } from "node:fs";
-import { Agent, createServer, request as httpRequest } from "node:http";
+import { Agent, request as httpRequest } from "node:http";
 import path from "node:path";
 import { createSecretBox, hashToken, migrate } from "@botdir/db";
 import { parseMetrics } from "@botdir/db/testing";
 import pg from "pg";
 import { type LoadResult, load } from "./load.js";
+import { hostile, type PipelineContext, percentile, seedPipelineBots, webhookMix } from "./pipeline.js";
 import {
   cpuSeconds,
   cpuSecondsOf,
@@ -22,6 +22,8 @@ import {
   startRedisServer,
   waitForHttp,
 } from "./procs.js";
+import { startReceiver } from "./receiver.js";
+import { saveRun } from "./summary.js";
 
 const BASE_DB = process.env.DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
 const ROUND_S = Number(process.env.BENCH_ROUND_S ?? 5);
@@ -29,6 +31,9 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const BOTS = 2_000;
 const WEBHOOK_BOTS = 200;
+/** webhook-mix: every voted bot has a webhook. hostile: 10 % hold, 10 % 500, 5 % unresolvable. */
+const MIX_BOTS = 2_000;
+const HOSTILE_BOTS = 200;
 const log = (line: string) => process.stdout.write(`[bench] ${line}\n`);
 
 function withDb(url: string, name: string): string {
@@ -43,9 +48,16 @@ const userId = (i: number) => `${200000000000000000n + BigInt(i)}`;
 interface Seeded {
   tokens: string[];
   webhookBots: string[];
+  mixBots: string[];
+  hostileBots: string[];
+  hostileHealthy: Set<string>;
 }
 
-async function seed(url: string, receiverUrl: string, encryptionKey: string): Promise<Seeded> {
+async function seed(
+  url: string,
+  receiver: Awaited<ReturnType<typeof startReceiver>>,
+  encryptionKey: string,
+): Promise<Seeded> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   const tokens = Array.from({ length: BOTS }, () => randomBytes(32).toString("base64url"));
@@ -73,56 +85,21 @@ async function seed(url: string, receiverUrl: string, encryptionKey: string): Pr
     await client.query(
       `INSERT INTO bots (id, status, approved_at, webhook_url, webhook_secret_encrypted)
        VALUES ($1, 'approved', now(), $2, $3)`,
-      [id, receiverUrl, box.encrypt(`whsec_bench_${i}`)],
+      [id, receiver.url("/hook", i), box.encrypt(`whsec_bench_${i}`)],
     );
   }
+  const mixBots = Array.from({ length: MIX_BOTS }, (_, i) => botId(BOTS + WEBHOOK_BOTS + i));
+  const hostileBots = Array.from({ length: HOSTILE_BOTS }, (_, i) =>
+    botId(BOTS + WEBHOOK_BOTS + MIX_BOTS + i),
+  );
+  const { hostileHealthy } = await seedPipelineBots(client, (s) => box.encrypt(s), receiver, {
+    mix: mixBots,
+    hostile: hostileBots,
+  });
   // Fresh tables have no planner statistics until autovacuum gets to them; a live database has.
   await client.query("ANALYZE");
   await client.end();
-  return { tokens, webhookBots };
-}
-
-/** A local webhook receiver: counts deliveries and vote-to-delivery latency. */
-async function startReceiver() {
-  const latencies: number[] = [];
-  const seen = new Set<string>();
-  let first = 0;
-  let last = 0;
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      const now = Date.now();
-      const id = String(req.headers["x-webhook-delivery"]);
-      if (!seen.has(id)) {
-        seen.add(id);
-        try {
-          const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { voted_at: string };
-          latencies.push(now - Date.parse(body.voted_at));
-        } catch {
-          // counted, no latency
-        }
-        first ||= now;
-        last = now;
-      }
-      res.statusCode = 204;
-      res.end();
-    });
-  });
-  const port = await freePort();
-  await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
-  return {
-    url: `http://127.0.0.1:${port}/hook`,
-    received: () => seen.size,
-    window: () => ({ first, last }),
-    reset() {
-      latencies.length = 0;
-      first = 0;
-      last = 0;
-    },
-    latencies,
-    close: () => new Promise<void>((r) => server.close(() => r())),
-  };
+  return { tokens, webhookBots, mixBots, hostileBots, hostileHealthy };
 }
 
 /**
@@ -181,12 +158,6 @@ async function paced(
   agent.destroy();
 }
 
-function percentile(values: number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
-}
-
 function average(results: LoadResult[]): LoadResult {
   const n = results.length;
   const sum = (k: keyof LoadResult) => results.reduce((a, r) => a + r[k], 0);
@@ -220,21 +191,27 @@ async function main(): Promise<void> {
     const receiver = await startReceiver();
     const encryptionKey = randomBytes(32).toString("hex");
     const internalKey = randomBytes(24).toString("base64url");
-    const seeded = await seed(dbUrl, receiver.url, encryptionKey);
-    log(`seeded ${BOTS} bots with tokens, ${BOTS * 100} votes, ${WEBHOOK_BOTS} bots with webhooks`);
+    const seeded = await seed(dbUrl, receiver, encryptionKey);
+    log(
+      `seeded ${BOTS} bots with tokens, ${BOTS * 100} votes, ${WEBHOOK_BOTS} bots with webhooks, ` +
+        `${MIX_BOTS} webhook-mix bots, ${HOSTILE_BOTS} hostile-mix bots`,
+    );
 
     const [apiPort, ingestPort, dispatcherPort, dispatcher2Port, floorPort, apiMetricsPort] =
       await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
     const common = {
       NODE_ENV: "production",
-      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "warn",
+      // What production runs (infra/base/configmap.yaml): info, one JSON line per request.
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "info",
       DATABASE_URL: dbUrl,
       REDIS_URL: redis.url,
       INTERNAL_API_KEY: internalKey,
       SECRET_ENCRYPTION_KEY: encryptionKey,
       WEBHOOK_ALLOW_PRIVATE_TARGETS: "true",
     };
-    const floor = await startNode("floor", "bench/src/floor.ts", {}, [String(floorPort)]);
+    const floor = await startNode("floor", "bench/src/floor.ts", { LOG_LEVEL: common.LOG_LEVEL }, [
+      String(floorPort),
+    ]);
     // BENCH_PROFILE=api (or vote-ingest, webhook-dispatcher) writes a V8 CPU profile of that app
     // to bench/results/profiles/ when it stops (open it in Chrome DevTools or speedscope).
     // The apps run with the production image's heap cap (docker/Dockerfile NODE_OPTIONS);
@@ -296,6 +273,7 @@ async function main(): Promise<void> {
         options: [{ type: 3, name: "target", description: "Who", required: false }],
       })),
     });
+    const randomTokens = Array.from({ length: 10_000 }, () => randomBytes(32).toString("base64url"));
     const paths: Record<
       string,
       {
@@ -357,6 +335,27 @@ async function main(): Promise<void> {
           path: "/internal/v1/votes",
           headers: { authorization: internalKey },
           body: `{"bot_id":"${botId(nextBot())}","user_id":"${3000000000000000000n + BigInt(voter++)}"}`,
+        }),
+      },
+      // Refusals (issue 16): a random token each time (a pool of 10,000, none cached anywhere), and
+      // one token far over its /check limit. Both against the floor's /check, like GET /check.
+      "401 GET /check (random token)": {
+        method: "GET",
+        ours: `http://127.0.0.1:${apiPort}`,
+        build: () => {
+          const i = nextBot();
+          return {
+            path: `/api/v1/bots/${botId(i)}/check?userId=${userId(1)}`,
+            headers: { authorization: randomTokens[rr % randomTokens.length] as string },
+          };
+        },
+      },
+      "429 GET /check (over its limit)": {
+        method: "GET",
+        ours: `http://127.0.0.1:${apiPort}`,
+        build: () => ({
+          path: `/api/v1/bots/${botId(0)}/check?userId=${userId(1)}`,
+          headers: { authorization: seeded.tokens[0] as string },
         }),
       },
     };
@@ -558,8 +557,8 @@ async function main(): Promise<void> {
     }
     if (runWebhook) {
       await dispatcher.stop();
-      await throughput("1 dispatcher", 1, 10_000);
-      await throughput("2 dispatchers", 2, 10_000);
+      await throughput("1 dispatcher, pre-filled queue drain", 1, 10_000);
+      await throughput("2 dispatchers, pre-filled queue drain", 2, 10_000);
       await startDispatchers(1);
       // Votes at an even 500/s (BENCH_VOTE_PACING=autocannon: autocannon's overallRate, bursts).
       const votesAt500 = (durationS: number) =>
@@ -583,14 +582,47 @@ async function main(): Promise<void> {
       await votesAt500(10);
       await waitDelivered(before + 5_000, 10_000);
       latency = {
-        p50: percentile(receiver.latencies, 50),
-        p99: percentile(receiver.latencies, 99),
-        samples: receiver.latencies.length,
+        p50: percentile(receiver.latencies(), 50),
+        p99: percentile(receiver.latencies(), 99),
+        samples: receiver.latencies().length,
       };
       log(
         `vote → webhook latency at 500 votes/s, 1 dispatcher: p50 ${latency.p50} ms, p99 ${latency.p99} ms (${latency.samples} deliveries)`,
       );
     }
+    // The whole pipeline (pipeline.ts): BENCH_ONLY=mix / hostile selects one.
+    const pipelineCtx: PipelineContext = {
+      ingestUrl: `http://127.0.0.1:${ingestPort}`,
+      floorUrl: `http://127.0.0.1:${floorPort}`,
+      internalKey,
+      receiver,
+      db: client,
+      roundS: ROUND_S,
+      rounds: ROUNDS,
+      connections: CONNECTIONS,
+      redisPid: () => redis.pid(),
+      ingestPid: () => ingest.child.pid,
+      async stopDispatchers() {
+        await Promise.all(procs.filter((p) => p.name.startsWith("webhook-dispatcher")).map((p) => p.stop()));
+      },
+      async restartDispatcher() {
+        await this.stopDispatchers();
+        const [d] = await startDispatchers(1);
+        return d?.child.pid;
+      },
+      paced,
+      log,
+    };
+    const selectedScenario = (...names: string[]) => !only || only.some((w) => names.includes(w));
+    const mix = selectedScenario("mix", "webhook-mix") ? await webhookMix(pipelineCtx, seeded.mixBots) : null;
+    const hostileResult = selectedScenario("hostile")
+      ? await hostile(pipelineCtx, seeded.hostileBots, seeded.hostileHealthy, {
+          seconds: 10,
+          drainVotes: Number(process.env.BENCH_HOSTILE_DRAIN_VOTES ?? 5_000),
+        })
+      : null;
+    await pipelineCtx.stopDispatchers();
+
     clearInterval(sampler);
     await client.end();
     await receiver.close();
@@ -622,13 +654,15 @@ async function main(): Promise<void> {
       ingestDurability: { acknowledged: ingestOk, recorded },
       rateLimited: limited,
       webhook: { throughput: deliveries, latencyAt500PerSecond: latency },
+      webhookMix: mix,
+      hostile: hostileResult,
       memoryMb: mem,
       durationS: Math.round((Date.now() - startedAt) / 1000),
     };
     const dir = path.join(ROOT, "bench/results");
-    mkdirSync(dir, { recursive: true });
-    const file = path.join(dir, `${report.date.slice(0, 10)}.json`);
-    writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+    // A full run joins the day's median file; a subset or shortened run is kept apart.
+    const full = !only && ROUND_S === 5 && ROUNDS === 3 && process.env.BENCH_NO_FLOOR !== "1";
+    const file = saveRun(dir, report, { full });
 
     const rows = Object.entries(table).map(
       ([name, r]) =>
@@ -651,6 +685,12 @@ async function main(): Promise<void> {
         `vote → webhook: ${Object.entries(deliveries)
           .map(([k, v]) => `${k} ${v.perSecond}/s`)
           .join(", ")}; latency at 500/s p50 ${latency.p50} ms, p99 ${latency.p99} ms`,
+        mix
+          ? `webhook-mix: ingest ${mix.ratio}× of the floor (target ≥ 0.3×), ${mix.delivered}/${mix.recorded} recorded votes delivered, ${mix.deliveriesPerSecondWhileCasting} deliveries/s while casting`
+          : "webhook-mix: not run",
+        hostileResult
+          ? `hostile: healthy p99 ${hostileResult.healthyLatencyMs.p99} ms at 500 votes/s (target < 250 ms), drain ${hostileResult.drain.perSecond} healthy deliveries/s (target ≥ 1,000)`
+          : "hostile: not run",
         `memory (max RSS MB): ${Object.entries(mem)
           .map(([k, v]) => `${k} ${v.max} (first ${v.first}, last ${v.last})`)
           .join(", ")}`,

@@ -7,7 +7,7 @@
 import type { RequestListener } from "node:http";
 import { Agent, createServer, type IncomingHttpHeaders, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Logger } from "@botdir/schema";
+import type { Logger } from "@botdir/service-kit";
 import fc from "fast-check";
 
 /** Fixed seed (override with FUZZ_SEED to explore, print it to reproduce); runs per endpoint. */

@@ -81,7 +81,8 @@ export function baseEnv(): Record<string, string> {
   const { NODE_OPTIONS: _jestVmModules, ...inherited } = process.env;
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(inherited)) if (v !== undefined) env[k] = v;
-  return { ...env, NODE_ENV: "test", LOG_LEVEL: "warn" };
+  // No drain by default (a test's SIGTERM should not wait 5 s); the drain tests set their own.
+  return { ...env, NODE_ENV: "test", LOG_LEVEL: "warn", SHUTDOWN_DRAIN_MS: "0" };
 }
 
 /**

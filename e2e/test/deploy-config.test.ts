@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseEnv } from "@botdir/schema";
+import { parseEnv } from "@botdir/service-kit";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import type { z } from "zod";
 import { ApiEnv } from "../../apps/api/src/env.js";
@@ -70,11 +70,15 @@ function placeholder(name: string): string {
   return values[name] ?? "1";
 }
 
-/** Replaces ${VAR:-default} / ${VAR:?msg} / ${VAR} with a default or a placeholder. */
+/** What the operator's docker/.env sets besides the required variables (docs/operations.md). */
+const DOT_ENV: Record<string, string> = { SECRET_ENCRYPTION_KEY: "ab".repeat(32) };
+
+/** Replaces ${VAR:-default} / ${VAR:?msg} / ${VAR} with .env's value, a default or a placeholder. */
 function interpolate(value: string, name: string): string {
   if (/^\$\{[A-Z_]+:\?[^}]*\}$/.test(value)) return placeholder(name);
-  return value.replace(/\$\{([A-Z_]+)(?::-([^}]*))?(?::\?[^}]*)?\}/g, (_m, v: string, def?: string) =>
-    def !== undefined ? def : placeholder(v),
+  return value.replace(
+    /\$\{([A-Z_]+)(?::-([^}]*))?(?::\?[^}]*)?\}/g,
+    (_m, v: string, def?: string) => DOT_ENV[v] ?? (def !== undefined ? def : placeholder(v)),
   );
 }
 
@@ -157,8 +161,7 @@ describe("docker/Dockerfile", () => {
     expect(section).toContain(`EXPOSE ${app.port}`);
     expect(section).toContain(`ENV ${app.portVar}=${app.port}`);
     expect(section).toContain(`'${app.health}'`);
-    expect(section).toContain(`COPY --from=build --chown=node:node /out/${name} /app`);
-    expect(dockerfile).toContain(`pnpm deploy --filter @botdir/${name} --prod --legacy /out/${name}`);
+    expect(section).toContain(`COPY --from=build --chown=node:node /repo/apps/${name}/dist /app/dist`);
   });
 
   it.each(Object.keys(APPS))(
@@ -171,10 +174,79 @@ describe("docker/Dockerfile", () => {
     },
   );
 
-  it("runs as a non-root user with tini as PID 1 and production dependencies only", () => {
+  it("runs as a non-root user with tini as PID 1", () => {
     expect(dockerfile).toMatch(/^USER node$/m);
     expect(dockerfile).toContain('ENTRYPOINT ["/usr/bin/tini", "--"]');
-    expect(dockerfile).toMatch(/pnpm deploy --filter @botdir\/api --prod/);
+  });
+});
+
+describe("docker/Dockerfile: the compiled runtime on a supported Node line", () => {
+  const dockerfile = read("docker/Dockerfile");
+  const sections = dockerfile.split(/^FROM /m);
+  const section = (target: string) => sections.find((s) => s.startsWith(`runtime AS ${target}\n`)) ?? "";
+  const manifest = (file: string) => JSON.parse(read(file)) as AnyObject;
+  const nodeMajor = Number(/^ARG NODE_IMAGE=node:(\d+)-/m.exec(dockerfile)?.[1]);
+  /** The apps' build (what `turbo run build` runs in the build stage). */
+  const buildScript = (pkg: string) =>
+    (manifest(`${pkg}/package.json`).scripts as Record<string, string>).build;
+
+  it("runs on Node 24, an LTS line supported today, which engines and the README allow", () => {
+    // Node 20 ended in April 2026; 22 ends in April 2027; 24 is supported until April 2028.
+    expect(nodeMajor).toBe(24);
+    const engines = (manifest("package.json").engines as { node: string }).node;
+    const floor = /^>=(\d+)\.(\d+)$/.exec(engines);
+    expect(floor).not.toBeNull();
+    expect(nodeMajor).toBeGreaterThanOrEqual(Number(floor?.[1]));
+    expect(read("README.md")).toContain(`Node.js ${nodeMajor}`);
+    expect(read("README.md")).toContain(`Node.js ${floor?.[1]}.${floor?.[2]}+`);
+    // Every stage builds and runs on that one image.
+    expect(
+      [...dockerfile.matchAll(/^FROM (\S+)/gm)].map((m) => m[1] ?? "").filter((f) => f.startsWith("node:")),
+    ).toEqual([]);
+  });
+
+  it.each(Object.keys(APPS))("target %s runs compiled JavaScript: node dist/main.js, no tsx", (name) => {
+    const target = section(name);
+    expect(target).toMatch(/^CMD \["node", "dist\/main\.js"\]$/m);
+    expect(target).not.toMatch(/tsx|\.ts"/);
+    // dist/main.js is what the app's build writes, and its build is part of `pnpm build`.
+    expect(buildScript(`apps/${name}`)).toMatch(/scripts\/build-app\.mjs main=src\/main\.ts/);
+    expect((manifest(`apps/${name}/package.json`).scripts as Record<string, string>).start).toBe(
+      "node dist/main.js",
+    );
+  });
+
+  it("builds in the build stage with the real build task, which generates the Prisma client first", () => {
+    const build = sections.find((s) => s.startsWith("base AS build\n")) ?? "";
+    expect(build).toMatch(/pnpm install --frozen-lockfile/);
+    expect(build).toMatch(/&& pnpm build$/m);
+    expect(manifest("package.json").scripts).toMatchObject({ build: "turbo run build" });
+    const turbo = manifest("turbo.json") as { tasks: Record<string, { dependsOn?: string[] }> };
+    expect(turbo.tasks.build?.dependsOn).toEqual(expect.arrayContaining(["generate", "^generate"]));
+  });
+
+  it("keeps build and development tools out of the runtime: no node_modules copied, tsx a dev dependency", () => {
+    for (const target of [...Object.keys(APPS), "migrate"]) {
+      const copies = [...section(target).matchAll(/^COPY --from=build \S+ (\S+) \S+$/gm)].map((m) => m[1]);
+      expect(copies.length).toBeGreaterThan(0);
+      for (const from of copies) expect(from).toMatch(/\/dist$|\/prisma\/migrations$/);
+    }
+    for (const pkg of [
+      "package.json",
+      ...Object.keys(APPS).map((a) => `apps/${a}/package.json`),
+      "packages/db/package.json",
+    ]) {
+      const deps = (manifest(pkg).dependencies ?? {}) as Record<string, string>;
+      for (const tool of ["tsx", "typescript", "esbuild", "prisma", "pino-pretty"])
+        expect(deps).not.toHaveProperty(tool);
+    }
+  });
+
+  it("runs migrations from their own target: the bundled runner and the SQL files only", () => {
+    const migrate = section("migrate");
+    expect(migrate).toMatch(/^CMD \["node", "dist\/migrate\.js"\]$/m);
+    expect(migrate).toContain("/repo/packages/db/prisma/migrations /app/prisma/migrations");
+    expect(buildScript("packages/db")).toMatch(/migrate=src\/migrate-cli\.ts/);
   });
 });
 
@@ -217,13 +289,14 @@ describe("infra (kustomize)", () => {
       for (const item of container.env) {
         expect(item.value).toBeUndefined(); // secrets are referenced, never inlined
         expect(item.valueFrom?.secretKeyRef?.name).toBe("botdir-secrets");
-        env[item.name] = placeholder(item.name);
+        // The Secret holds one of the key ring's two variables (optional refs), here the single key.
+        if (item.name !== "SECRET_ENCRYPTION_KEYS") env[item.name] = placeholder(item.name);
       }
       const accepted = Object.keys(app.schema.shape);
       for (const item of container.env) expect(accepted).toContain(item.name);
       expect(() => parseEnv(app.schema, env)).not.toThrow();
       expect(container.ports[0]?.containerPort).toBe(Number(config[app.portVar]));
-      expect(container.readinessProbe.httpGet.path).toBe(app.health);
+      expect(container.readinessProbe.httpGet.path).toBe("/readyz");
       expect(container.image).toBe(`botdir/${name}:latest`);
     },
   );
@@ -328,4 +401,98 @@ describe("infra/grafana/botdir-dashboard.json", () => {
       expect(all).toContain(needle);
     }
   });
+});
+
+describe("probes, drain and grace periods", () => {
+  const base = "infra/base";
+  const kustomization = parseYaml(read(`${base}/kustomization.yaml`)) as { resources: string[] };
+  const docs = kustomization.resources.flatMap((file) =>
+    parseAllDocuments(read(`${base}/${file}`)).map((d) => d.toJSON() as AnyObject),
+  );
+  const config = (docs.find((d) => d.kind === "ConfigMap") as { data: Record<string, string> }).data;
+  const compose = parseYaml(read("docker/compose.yml"), { merge: true }) as {
+    services: Record<string, AnyObject>;
+  };
+  type Pod = {
+    terminationGracePeriodSeconds: number;
+    containers: {
+      readinessProbe: { httpGet: { path: string; port: string } };
+      livenessProbe: { httpGet?: { path: string; port: string }; tcpSocket?: unknown };
+      lifecycle?: { preStop?: { sleep?: { seconds: number }; exec?: unknown } };
+    }[];
+  };
+  const podOf = (name: string) =>
+    (
+      docs.find((d) => d.kind === "Deployment" && (d.metadata as AnyObject).name === name) as {
+        spec: { template: { spec: Pod } };
+      }
+    ).spec.template.spec;
+  /** The app's shutdown deadline after the drain, as its main.ts passes it to onShutdown. */
+  const deadlineS: Record<string, number> = {
+    api: 15,
+    "vote-ingest": 15,
+    "webhook-dispatcher": Number(config.WEBHOOK_TIMEOUT_MS) / 1000 + 10,
+  };
+
+  it.each(Object.keys(APPS))(
+    "%s: readiness on /readyz, liveness on /livez (no dependency), both on the app's port",
+    (name) => {
+      const container = podOf(name).containers[0]!;
+      expect(container.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "http" });
+      expect(container.livenessProbe.httpGet).toEqual({ path: "/livez", port: "http" });
+      expect(container.livenessProbe.tcpSocket).toBeUndefined();
+    },
+  );
+
+  it.each(Object.keys(APPS))(
+    "%s: a preStop sleep, and a grace period that covers preStop + SHUTDOWN_DRAIN_MS + the shutdown deadline",
+    (name) => {
+      const pod = podOf(name);
+      const preStop = pod.containers[0]?.lifecycle?.preStop?.sleep?.seconds ?? 0;
+      const env = parseEnv(APPS[name]!.schema, {
+        ...config,
+        ...Object.fromEntries(
+          ["DATABASE_URL", "REDIS_URL", "INTERNAL_API_KEY", "SECRET_ENCRYPTION_KEY"].map((k) => [
+            k,
+            placeholder(k),
+          ]),
+        ),
+      }) as { SHUTDOWN_DRAIN_MS: number };
+      expect(preStop).toBeGreaterThanOrEqual(3);
+      expect(env.SHUTDOWN_DRAIN_MS).toBeGreaterThan(0);
+      expect(pod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(
+        preStop + env.SHUTDOWN_DRAIN_MS / 1000 + deadlineS[name]!,
+      );
+    },
+  );
+
+  it("sets the listener timeouts by the load-balancer rule: keep-alive above 60 s, headers above keep-alive", () => {
+    expect(Number(config.HTTP_KEEP_ALIVE_TIMEOUT_MS)).toBeGreaterThan(60_000);
+    expect(Number(config.HTTP_HEADERS_TIMEOUT_MS)).toBeGreaterThan(Number(config.HTTP_KEEP_ALIVE_TIMEOUT_MS));
+    expect(Number(config.HTTP_REQUEST_TIMEOUT_MS)).toBeGreaterThanOrEqual(
+      Number(config.HTTP_HEADERS_TIMEOUT_MS),
+    );
+  });
+
+  it.each(Object.keys(APPS))(
+    "compose: %s is health-checked on /readyz and may stop within the drain plus its deadline",
+    (name) => {
+      const service = compose.services[name] as {
+        healthcheck: { test: string[] };
+        stop_grace_period?: string;
+        environment: Record<string, string>;
+      };
+      const test = service.healthcheck.test.join(" ");
+      expect(test).toContain("/readyz");
+      expect(test).toContain(`process.env.${APPS[name]!.portVar}`);
+      const grace = Number((service.stop_grace_period ?? "10s").replace(/s$/, ""));
+      const env = parseEnv(
+        APPS[name]!.schema,
+        Object.fromEntries(
+          Object.entries(service.environment).map(([k, v]) => [k, interpolate(String(v), k)]),
+        ),
+      ) as { SHUTDOWN_DRAIN_MS: number };
+      expect(grace).toBeGreaterThanOrEqual(env.SHUTDOWN_DRAIN_MS / 1000 + deadlineS[name]!);
+    },
+  );
 });

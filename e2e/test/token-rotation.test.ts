@@ -12,7 +12,7 @@ import {
   testRedisPrefix,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { ManualClock } from "@botdir/schema";
+import { ManualClock } from "@botdir/service-kit";
 import type { Express } from "express";
 import { Redis } from "ioredis";
 import request from "supertest";

@@ -10,7 +10,7 @@ import {
   testRedisPrefix,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { type Logger, ManualClock } from "@botdir/schema";
+import { type Logger, ManualClock } from "@botdir/service-kit";
 import type { Express } from "express";
 import { Redis } from "ioredis";
 import request from "supertest";

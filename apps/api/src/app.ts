@@ -1,50 +1,26 @@
+import { type BatchLimits, createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
 import type { Db } from "@botdir/db";
-import {
-  type BatchLimits,
-  type Clock,
-  createBatcher,
-  DEFAULT_BATCH_LIMITS,
-  errorHandler,
-  type Logger,
-  notFound,
-  requestContext,
-} from "@botdir/schema";
+import { type Clock, errorHandler, type Logger, notFound, requestContext } from "@botdir/service-kit";
 import express, { type Express, type Request } from "express";
 import type { Redis } from "ioredis";
 import type { ApiContext } from "./context.js";
+import { type ApiDeps, DEFAULT_REDIS_PREFIX } from "./deps.js";
 import { type BodyLimits, DEFAULT_BODY_LIMITS } from "./http/json-body.js";
 import { type ApiMetrics, createApiMetrics, instrumentLimiter } from "./metrics.js";
 import { registerCheck } from "./routes/check.js";
 import { registerCommands } from "./routes/commands.js";
+import { registerDeliveries } from "./routes/deliveries.js";
 import { registerHealth } from "./routes/health.js";
 import { registerOpenApi } from "./routes/openapi.js";
+import { registerRedeliver } from "./routes/redeliver.js";
 import { registerStats } from "./routes/stats.js";
 import { registerVotes } from "./routes/votes.js";
 import { registerWidget } from "./routes/widget.js";
+import { findBotIdsByTokens } from "./services/auth.js";
 import { findVoteWindows, writeStats } from "./services/bots.js";
 import { createCaches } from "./services/cache.js";
+import { createLimitNotes } from "./services/limit-notes.js";
 import { createRateLimiter, type RateLimits } from "./services/ratelimit.js";
-
-export interface ApiDeps {
-  db: Db;
-  redis: Redis;
-  clock: Clock;
-  logger: Logger;
-  /** Prefix of every Redis key the API writes (rate limits, caches). Default "botdir:". */
-  redisPrefix?: string;
-  /** Requests per token per minute, per endpoint (default: the spec's 60/10/600/60). */
-  limits?: Partial<RateLimits>;
-  /** How long a request waits for the limiter's Redis before failing open (default 50 ms). */
-  limiterTimeoutMs?: number;
-  /** Largest accepted JSON bodies (default commands 1mb, stats 16kb); larger is a JSON 413. */
-  bodyLimits?: Partial<BodyLimits>;
-  /** Prometheus series of this app instance (default: a fresh registry; main.ts serves it). */
-  metrics?: ApiMetrics;
-  /** Hot-path statement batching (createBatcher); default DEFAULT_BATCH_LIMITS. */
-  batching?: Partial<BatchLimits>;
-}
-
-export const DEFAULT_REDIS_PREFIX = "botdir:";
 
 /** `//` in a path (clients that join a base URL ending in `/` with a path starting with `/`). */
 function collapseSlashes(req: Request): void {
@@ -75,11 +51,18 @@ export function createApp(deps: ApiDeps): Express {
       }),
       metrics,
     ),
-    caches: createCaches({ redis: deps.redis, prefix, logger: deps.logger }),
+    tokens: deps.tokens ?? null,
+    limitNotes: createLimitNotes(),
+    caches: createCaches({ redis: deps.redis, prefix, logger: deps.logger, clock: deps.clock }),
     voteWindow: createBatcher({
       ...batching,
       run: (keys) => findVoteWindows(deps.db, keys),
       onBatch: metrics.batch("check"),
+    }),
+    authenticate: createBatcher({
+      ...batching,
+      run: (hashes) => findBotIdsByTokens(deps.db, hashes),
+      onBatch: metrics.batch("auth"),
     }),
     writeStats: createBatcher({
       ...batching,
@@ -107,6 +90,8 @@ export function createApp(deps: ApiDeps): Express {
   registerStats(router, ctx);
   registerVotes(router, ctx);
   registerCommands(router, ctx);
+  registerDeliveries(router, ctx);
+  registerRedeliver(router, ctx);
   registerWidget(router, ctx);
   registerHealth(router, deps);
   registerOpenApi(router);

@@ -1,4 +1,4 @@
-import { EnvFields, loadEnvOrExit } from "@botdir/schema";
+import { checkHttpTimeouts, EnvFields, loadEnvOrExit } from "@botdir/service-kit";
 import { z } from "zod";
 
 export const ApiEnv = z.object({
@@ -7,6 +7,11 @@ export const ApiEnv = z.object({
   DATABASE_URL: EnvFields.DATABASE_URL,
   REDIS_URL: EnvFields.REDIS_URL,
   DB_POOL_MAX: EnvFields.DB_POOL_MAX,
+  DB_CONNECT_TIMEOUT_MS: EnvFields.DB_CONNECT_TIMEOUT_MS,
+  SHUTDOWN_DRAIN_MS: EnvFields.SHUTDOWN_DRAIN_MS,
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: EnvFields.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+  HTTP_HEADERS_TIMEOUT_MS: EnvFields.HTTP_HEADERS_TIMEOUT_MS,
+  HTTP_REQUEST_TIMEOUT_MS: EnvFields.HTTP_REQUEST_TIMEOUT_MS,
   API_PORT: EnvFields.port(3000),
   /**
    * Internal listener of GET /metrics. The API port is public, so metrics are never served there;
@@ -16,7 +21,7 @@ export const ApiEnv = z.object({
 });
 export type ApiEnv = z.output<typeof ApiEnv>;
 
-/** The only place the API reads process.env. */
+/** The only place the API reads process.env (with the listener timeouts' order checked). */
 export function loadEnv(source: Record<string, string | undefined> = process.env): ApiEnv {
-  return loadEnvOrExit(ApiEnv, source);
+  return loadEnvOrExit(ApiEnv.superRefine(checkHttpTimeouts), source);
 }

@@ -1,39 +1,48 @@
-import { createServer } from "node:http";
 import { createDb } from "@botdir/db";
-import {
-  closeServer,
-  FAIL_FAST_REDIS,
-  jsonClientErrors,
-  listen,
-  loggerOptions,
-  onShutdown,
-  systemClock,
-} from "@botdir/schema";
+import { FAIL_FAST_REDIS, httpTimeoutsOf, loggerOptions, serve, systemClock } from "@botdir/service-kit";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { createApp } from "./app.js";
 import { loadEnv } from "./env.js";
 import { createApiMetrics, createMetricsApp } from "./metrics.js";
+import { createTokenSet } from "./services/token-set.js";
 
 const env = loadEnv();
-const logger = pino(loggerOptions("api", env.LOG_LEVEL));
-const db = createDb({ url: env.DATABASE_URL, poolMax: env.DB_POOL_MAX });
+const logger = pino(loggerOptions("api", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
+const db = createDb({
+  url: env.DATABASE_URL,
+  poolMax: env.DB_POOL_MAX,
+  connectionTimeoutMs: env.DB_CONNECT_TIMEOUT_MS,
+});
 // Fail fast while Redis is down (the limiter fails open) instead of queueing commands. No
 // auto-pipelining: the limiter already sends one command per batch of requests (createBatcher).
 const redis = new Redis(env.REDIS_URL, FAIL_FAST_REDIS);
 redis.on("error", () => {}); // reconnects by itself; health reports it
 
+// The valid token hashes, on one pooled connection held for LISTEN: unknown tokens are refused
+// with no I/O once it is loaded (until then, and whenever it is not fresh, PostgreSQL decides).
+const tokens = createTokenSet({ connect: () => db.pool.connect(), logger });
+tokens.start();
+
 const metrics = createApiMetrics({ processMetrics: true });
-const server = createServer(createApp({ db, redis, clock: systemClock, logger, metrics }));
-const metricsServer = createServer(createMetricsApp(metrics.registry, logger));
-jsonClientErrors(server);
-await listen(server, env.API_PORT);
-await listen(metricsServer, env.METRICS_PORT);
+// /readyz needs PostgreSQL only: without Redis the limiter fails open and the API still serves
+// (/api/health still reports Redis, as the spec's health of the service).
+const service = await serve({
+  logger,
+  app: createApp({ db, redis, clock: systemClock, logger, metrics, tokens }),
+  port: env.API_PORT,
+  timeouts: httpTimeoutsOf(env),
+  readiness: { postgres: () => db.pool.query("SELECT 1") },
+  extra: [{ name: "metrics", app: createMetricsApp(metrics.registry, logger), port: env.METRICS_PORT }],
+});
 logger.info({ port: env.API_PORT, metricsPort: env.METRICS_PORT }, "api listening");
 
-onShutdown(logger, [
-  { name: "http", run: () => closeServer(server) },
-  { name: "metrics", run: () => closeServer(metricsServer) },
-  { name: "redis", run: () => redis.quit() },
-  { name: "postgres", run: () => db.close() },
-]);
+service.onShutdown(
+  [
+    { name: "http", run: () => service.close() },
+    { name: "token set", run: () => tokens.stop() },
+    { name: "redis", run: () => redis.quit() },
+    { name: "postgres", run: () => db.close() },
+  ],
+  { drainMs: env.SHUTDOWN_DRAIN_MS },
+);

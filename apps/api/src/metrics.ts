@@ -14,7 +14,7 @@ import {
   metricsHandler,
   notFound,
   type Registry,
-} from "@botdir/schema";
+} from "@botdir/service-kit";
 import express, { type Express } from "express";
 import { LIMITED_ENDPOINTS, type LimitedEndpoint, type RateLimiter } from "./services/ratelimit.js";
 
@@ -29,7 +29,7 @@ export interface ApiMetrics {
   batch(statement: BatchedStatement): (size: number) => void;
 }
 
-export const BATCHED_STATEMENTS = ["check", "stats"] as const;
+export const BATCHED_STATEMENTS = ["check", "stats", "auth"] as const;
 export type BatchedStatement = (typeof BATCHED_STATEMENTS)[number];
 
 export function createApiMetrics(options: MetricsRegistryOptions = {}): ApiMetrics {
@@ -66,13 +66,14 @@ export function createApiMetrics(options: MetricsRegistryOptions = {}): ApiMetri
 
 /** Counts the limiter's refusals and fail-open decisions; the decision itself is unchanged. */
 export function instrumentLimiter(limiter: RateLimiter, metrics: ApiMetrics): RateLimiter {
+  const count = <D extends { kind: string }>(endpoint: LimitedEndpoint, decision: D): D => {
+    if (decision.kind === "limited") metrics.rejections[endpoint].inc();
+    else if (decision.kind === "unknown") metrics.failOpen[endpoint].inc();
+    return decision;
+  };
   return {
-    async consume(endpoint, key) {
-      const decision = await limiter.consume(endpoint, key);
-      if (decision.kind === "limited") metrics.rejections[endpoint].inc();
-      else if (decision.kind === "unknown") metrics.failOpen[endpoint].inc();
-      return decision;
-    },
+    consume: async (endpoint, key) => count(endpoint, await limiter.consume(endpoint, key)),
+    consumeExisting: async (endpoint, key) => count(endpoint, await limiter.consumeExisting(endpoint, key)),
   };
 }
 

@@ -1,5 +1,5 @@
 import { createTestDatabase, type TestDatabase, testRedisUrl } from "@botdir/db/testing";
-import { ManualClock } from "@botdir/schema";
+import { ManualClock } from "@botdir/service-kit";
 import { Redis } from "ioredis";
 import request from "supertest";
 import { createApp } from "../src/app.js";

@@ -1,6 +1,6 @@
 import { Writable } from "node:stream";
 import { parseMetrics, sampleValue, seedBot } from "@botdir/db/testing";
-import { loggerOptions } from "@botdir/schema";
+import { loggerOptions } from "@botdir/service-kit";
 import { pino } from "pino";
 import request from "supertest";
 import { type ApiMetrics, createApiMetrics, createMetricsApp } from "../src/metrics.js";
@@ -51,10 +51,12 @@ describe("API metrics (internal METRICS_PORT listener)", () => {
     expect(sampleValue(samples, "botdir_rate_limit_rejections_total", { endpoint: "check" })).toBe(1);
     expect(sampleValue(samples, "botdir_rate_limit_rejections_total", { endpoint: "stats" })).toBe(0);
     expect(sampleValue(samples, "botdir_rate_limit_fail_open_total", { endpoint: "check" })).toBe(0);
-    // Three sequential requests: three batched statements of one request each; stats none yet.
+    // Two answered requests: two batched check statements of one request each; the limited third
+    // is authenticated alone (one auth statement, no window query); stats none yet.
     const batch = (name: string, statement: string) => sampleValue(samples, name, { app: "api", statement });
-    expect(batch("botdir_batch_statements_total", "check")).toBe(3);
-    expect(batch("botdir_batch_requests_total", "check")).toBe(3);
+    expect(batch("botdir_batch_statements_total", "check")).toBe(2);
+    expect(batch("botdir_batch_requests_total", "check")).toBe(2);
+    expect(batch("botdir_batch_statements_total", "auth")).toBe(1);
     expect(batch("botdir_batch_statements_total", "stats")).toBe(0);
     expect(text).not.toContain(bot.id);
     expect(text).not.toContain(USER);

@@ -1,9 +1,10 @@
 /** Shared fixtures of the API tests: real PostgreSQL and Redis, one database and key prefix per file. */
 import { createTestDatabase, type TestDatabase, testRedisPrefix, testRedisUrl } from "@botdir/db/testing";
-import { type Logger, ManualClock } from "@botdir/schema";
+import { type Logger, ManualClock } from "@botdir/service-kit";
 import type { Express } from "express";
 import { Redis } from "ioredis";
-import { type ApiDeps, createApp } from "../src/app.js";
+import { createApp } from "../src/app.js";
+import type { ApiDeps } from "../src/deps.js";
 
 export const USER = "987654321098765432";
 

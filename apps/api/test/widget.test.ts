@@ -1,6 +1,9 @@
-import { randomUserId, seedBot } from "@botdir/db/testing";
+import { createDb } from "@botdir/db";
+import { randomUserId, seedBot, watchQueries } from "@botdir/db/testing";
 import type { Express } from "express";
 import request from "supertest";
+import { WIDGET_QUERY_TIMEOUT_MS } from "../src/routes/widget.js";
+import { WIDGET_LOCAL_CACHE_SECONDS } from "../src/services/cache.js";
 import { createHarness, deadRedis, type Harness } from "./support.js";
 
 let h: Harness;
@@ -24,8 +27,8 @@ async function votesAgo(botId: string, daysAgo: number[]) {
   });
 }
 
-const widget = (id: string) =>
-  request(app)
+const widget = (id: string, on: Express = app) =>
+  request(on)
     .get(`/widget/${id}.svg`)
     .buffer(true)
     .parse((res, done) => {
@@ -113,5 +116,69 @@ describe("GET /widget/{id}.svg", () => {
     expect(res.status).toBe(200);
     expect(res.body).toContain(">77</text>");
     redis.disconnect();
+  });
+
+  it("when 20 requests miss the cache for one bot at once, then one query answers them all", async () => {
+    const bot = await seedBot(h.t.db, { serverCount: 9 });
+    await votesAgo(bot.id, [0, 2]);
+    // Each statement is held 50 ms, so all 20 requests arrive while the first query is in flight.
+    const watch = watchQueries(h.t.db.pool, { delayMs: 50 });
+    try {
+      const answers = await Promise.all(Array.from({ length: 20 }, () => widget(bot.id)));
+      expect(answers.every((res) => res.status === 200 && (res.body as string).includes(">2</text>"))).toBe(
+        true,
+      );
+      expect(watch.names.filter((name) => name === "api.widget")).toHaveLength(1);
+    } finally {
+      watch.restore();
+    }
+  });
+
+  it("when Redis is down, then the process's own copy answers for a while instead of the database", async () => {
+    const bot = await seedBot(h.t.db, { serverCount: 31 });
+    const redis = deadRedis();
+    const down = h.app({ redis });
+    const watch = watchQueries(h.t.db.pool);
+    try {
+      for (let i = 0; i < 5; i++) expect((await widget(bot.id, down)).body).toContain(">31</text>");
+      expect(watch.names.filter((name) => name === "api.widget")).toHaveLength(1);
+
+      h.clock.advance(WIDGET_LOCAL_CACHE_SECONDS * 1000 + 1);
+      expect((await widget(bot.id, down)).body).toContain(">31</text>");
+      expect(watch.names.filter((name) => name === "api.widget")).toHaveLength(2);
+    } finally {
+      watch.restore();
+      redis.disconnect();
+    }
+  });
+
+  it("when the database is unreachable, then a listed bot gets the error badge with 503 and a short cache, never 'not listed'", async () => {
+    const bot = await seedBot(h.t.db, { serverCount: 5 });
+    const deadDb = createDb({ url: "postgresql://postgres@127.0.0.1:1/botdir", poolMax: 1 });
+    try {
+      const res = await widget(bot.id, h.app({ db: deadDb }));
+      expect(res.status).toBe(503);
+      expect(res.headers["content-type"]).toBe("image/svg+xml; charset=utf-8");
+      expect(res.headers["cache-control"]).toBe("public, max-age=10");
+      expect(res.body).toContain("unavailable");
+      expect(res.body).not.toContain("not listed");
+      expect(h.logger.events("widget_failed").length).toBeGreaterThan(0);
+    } finally {
+      await deadDb.close();
+    }
+  });
+
+  it("when the count query does not answer in time, then the error badge with 503, and nothing is cached", async () => {
+    const bot = await seedBot(h.t.db, { serverCount: 6 });
+    const watch = watchQueries(h.t.db.pool, { delayMs: WIDGET_QUERY_TIMEOUT_MS + 300 });
+    try {
+      const res = await widget(bot.id);
+      expect(res.status).toBe(503);
+      expect(res.body).toContain("unavailable");
+    } finally {
+      watch.restore();
+    }
+    expect(await h.redis.get(`${h.prefix}widget:bot:${bot.id}`)).toBeNull();
+    expect((await widget(bot.id)).body).toContain(">6</text>");
   });
 });

@@ -1,5 +1,15 @@
-import { DEFAULT_QUEUE_PREFIX, EnvFields, loadEnvOrExit, parseEnv } from "@botdir/schema";
+import { DEFAULT_QUEUE_PREFIX } from "@botdir/schema";
+import { checkHttpTimeouts, checkKeyRing, EnvFields, loadEnvOrExit, parseEnv } from "@botdir/service-kit";
+import { isDnsServerAddress } from "@botdir/webhook-targets";
 import { z } from "zod";
+
+/** How long a rotated-out webhook secret keeps signing beside the new one (default 24 h). */
+const SecretOverlap = z.coerce
+  .number()
+  .int()
+  .min(0)
+  .max(30 * 86_400_000)
+  .default(86_400_000);
 
 export const IngestEnv = z
   .object({
@@ -8,26 +18,55 @@ export const IngestEnv = z
     DATABASE_URL: EnvFields.DATABASE_URL,
     REDIS_URL: EnvFields.REDIS_URL,
     DB_POOL_MAX: EnvFields.DB_POOL_MAX,
+    DB_CONNECT_TIMEOUT_MS: EnvFields.DB_CONNECT_TIMEOUT_MS,
+    SHUTDOWN_DRAIN_MS: EnvFields.SHUTDOWN_DRAIN_MS,
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: EnvFields.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    HTTP_HEADERS_TIMEOUT_MS: EnvFields.HTTP_HEADERS_TIMEOUT_MS,
+    HTTP_REQUEST_TIMEOUT_MS: EnvFields.HTTP_REQUEST_TIMEOUT_MS,
     INGEST_PORT: EnvFields.port(3001),
     /** Key the site frontend sends to the internal endpoints; required outside tests. */
-    INTERNAL_API_KEY: z.string().min(16, "must be at least 16 characters").optional(),
-    /** 32-byte key that encrypts webhook secrets at rest. */
+    INTERNAL_API_KEY: z
+      .string()
+      .min(16, "must be at least 16 characters")
+      // Refused, not trimmed: a key read with a trailing newline (a Secret made from a file) would
+      // otherwise lock out every internal call while the process looks healthy.
+      .refine((v) => v === v.trim(), "must not start or end with whitespace (a trailing newline?)")
+      .optional(),
+    /** Key ring encrypting webhook secrets at rest: the first key encrypts, every key decrypts. */
+    SECRET_ENCRYPTION_KEYS: EnvFields.encryptionKeys.optional(),
+    /** A ring of one (the variable before the key ring); exclusive with SECRET_ENCRYPTION_KEYS. */
     SECRET_ENCRYPTION_KEY: EnvFields.encryptionKey.optional(),
     WEBHOOK_ALLOW_PRIVATE_TARGETS: EnvFields.boolean(false),
+    /** Deadline of the DNS check of a webhook URL being saved (the dispatcher checks again). */
+    WEBHOOK_DNS_TIMEOUT_MS: z.coerce.number().int().min(50).max(60_000).default(3_000),
+    /** Nameservers for that check instead of /etc/resolv.conf's (comma-separated ip[:port]). */
+    WEBHOOK_DNS_SERVERS: z
+      .string()
+      .transform((v) =>
+        v
+          .split(",")
+          .map((s) => s.trim())
+          .filter((s) => s.length > 0),
+      )
+      .refine(
+        (list) => list.every(isDnsServerAddress),
+        "must be comma-separated IP addresses (optionally :port)",
+      )
+      .optional(),
     /** How often the outbox relay looks for deliveries to hand to the queue. */
     OUTBOX_RELAY_INTERVAL_MS: z.coerce.number().int().min(50).max(600_000).default(1_000),
     /** A pending delivery due this long ago without progress is handed off again (lost job). */
     OUTBOX_STALE_MS: z.coerce.number().int().min(1_000).max(86_400_000).default(60_000),
     /** BullMQ key prefix; must be the dispatcher's QUEUE_PREFIX. */
     QUEUE_PREFIX: z.string().min(1).max(100).default(DEFAULT_QUEUE_PREFIX),
+    WEBHOOK_SECRET_OVERLAP_MS: SecretOverlap,
   })
   .superRefine((env, ctx) => {
+    checkHttpTimeouts(env, ctx);
+    checkKeyRing(env, ctx, env.NODE_ENV !== "test");
     if (env.NODE_ENV === "test") return;
     if (!env.INTERNAL_API_KEY)
       ctx.addIssue({ code: "custom", path: ["INTERNAL_API_KEY"], message: "is required" });
-    if (!env.SECRET_ENCRYPTION_KEY) {
-      ctx.addIssue({ code: "custom", path: ["SECRET_ENCRYPTION_KEY"], message: "is required" });
-    }
   });
 export type IngestEnv = z.output<typeof IngestEnv>;
 
@@ -37,13 +76,17 @@ export function loadEnv(source: Record<string, string | undefined> = process.env
 }
 
 /** botctl needs the stores and the encryption key, not the listener or the internal key. */
-export const CliEnv = z.object({
-  DATABASE_URL: EnvFields.DATABASE_URL,
-  REDIS_URL: EnvFields.REDIS_URL,
-  SECRET_ENCRYPTION_KEY: EnvFields.encryptionKey.optional(),
-  WEBHOOK_ALLOW_PRIVATE_TARGETS: EnvFields.boolean(false),
-  QUEUE_PREFIX: z.string().min(1).max(100).default(DEFAULT_QUEUE_PREFIX),
-});
+export const CliEnv = z
+  .object({
+    DATABASE_URL: EnvFields.DATABASE_URL,
+    REDIS_URL: EnvFields.REDIS_URL,
+    SECRET_ENCRYPTION_KEYS: EnvFields.encryptionKeys.optional(),
+    SECRET_ENCRYPTION_KEY: EnvFields.encryptionKey.optional(),
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: EnvFields.boolean(false),
+    QUEUE_PREFIX: z.string().min(1).max(100).default(DEFAULT_QUEUE_PREFIX),
+    WEBHOOK_SECRET_OVERLAP_MS: SecretOverlap,
+  })
+  .superRefine((env, ctx) => checkKeyRing(env, ctx, false));
 export type CliEnv = z.output<typeof CliEnv>;
 
 export function loadCliEnv(source: Record<string, string | undefined> = process.env): CliEnv {

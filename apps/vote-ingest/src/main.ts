@@ -1,14 +1,6 @@
-import { createServer } from "node:http";
 import { createDb } from "@botdir/db";
-import {
-  closeServer,
-  FAIL_FAST_REDIS,
-  jsonClientErrors,
-  listen,
-  loggerOptions,
-  onShutdown,
-  systemClock,
-} from "@botdir/schema";
+import { FAIL_FAST_REDIS, httpTimeoutsOf, loggerOptions, serve, systemClock } from "@botdir/service-kit";
+import { createDnsResolver } from "@botdir/webhook-targets";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { createApp } from "./app.js";
@@ -16,11 +8,15 @@ import { loadEnv } from "./env.js";
 import { createIngestMetrics } from "./metrics.js";
 import { createDeliveryQueue } from "./outbox/queue.js";
 import { createOutboxRelay } from "./outbox/relay.js";
-import { secretBoxFromKey } from "./services/listings.js";
+import { secretBoxFromEnv } from "./services/listings.js";
 
 const env = loadEnv();
-const logger = pino(loggerOptions("vote-ingest", env.LOG_LEVEL));
-const db = createDb({ url: env.DATABASE_URL, poolMax: env.DB_POOL_MAX });
+const logger = pino(loggerOptions("vote-ingest", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
+const db = createDb({
+  url: env.DATABASE_URL,
+  poolMax: env.DB_POOL_MAX,
+  connectionTimeoutMs: env.DB_CONNECT_TIMEOUT_MS,
+});
 // A producer: fail fast while Redis is down (the vote still gets its 201; the relay hands off later).
 const redis = new Redis(env.REDIS_URL, FAIL_FAST_REDIS);
 redis.on("error", () => {});
@@ -34,28 +30,40 @@ const relay = createOutboxRelay({
   staleMs: env.OUTBOX_STALE_MS,
 });
 
-const server = createServer(
-  createApp({
+// /readyz needs PostgreSQL only: a vote is recorded without Redis (the relay hands it off later).
+const service = await serve({
+  logger,
+  app: createApp({
     db,
     redis,
     clock: systemClock,
     logger,
     internalApiKey: env.INTERNAL_API_KEY ?? "",
     deliveryQueue,
-    secretBox: secretBoxFromKey(env.SECRET_ENCRYPTION_KEY),
+    secretBox: secretBoxFromEnv(env),
     allowPrivateTargets: env.WEBHOOK_ALLOW_PRIVATE_TARGETS,
+    webhookSecretOverlapMs: env.WEBHOOK_SECRET_OVERLAP_MS,
+    webhookResolver: createDnsResolver({
+      timeoutMs: env.WEBHOOK_DNS_TIMEOUT_MS,
+      ...(env.WEBHOOK_DNS_SERVERS ? { servers: env.WEBHOOK_DNS_SERVERS } : {}),
+    }),
+    webhookDnsTimeoutMs: env.WEBHOOK_DNS_TIMEOUT_MS,
     metrics: createIngestMetrics({ outbox: relay }, { processMetrics: true }),
   }),
-);
-jsonClientErrors(server);
-await listen(server, env.INGEST_PORT);
+  port: env.INGEST_PORT,
+  timeouts: httpTimeoutsOf(env),
+  readiness: { postgres: () => db.pool.query("SELECT 1") },
+});
 logger.info({ port: env.INGEST_PORT }, "vote-ingest listening");
 relay.start();
 
-onShutdown(logger, [
-  { name: "outbox relay", run: () => relay.stop() },
-  { name: "http", run: () => closeServer(server) },
-  { name: "delivery queue", run: () => deliveryQueue.close() },
-  { name: "redis", run: () => redis.quit() },
-  { name: "postgres", run: () => db.close() },
-]);
+service.onShutdown(
+  [
+    { name: "outbox relay", run: () => relay.stop() },
+    { name: "http", run: () => service.close() },
+    { name: "delivery queue", run: () => deliveryQueue.close() },
+    { name: "redis", run: () => redis.quit() },
+    { name: "postgres", run: () => db.close() },
+  ],
+  { drainMs: env.SHUTDOWN_DRAIN_MS },
+);

@@ -14,7 +14,7 @@ import {
   type HttpMetrics,
   type MetricsRegistryOptions,
   type Registry,
-} from "@botdir/schema";
+} from "@botdir/service-kit";
 import type { OutboxBacklog, OutboxRelayStats } from "./outbox/relay.js";
 
 export interface IngestMetrics {

@@ -4,14 +4,10 @@
  * (services/openapi.ts), and the OpenAPI test validates real responses against that description.
  * The vote endpoint's bodies (CastVoteBody, CastVoteResponse, VoteConflict) live in @botdir/schema.
  */
-import { BotId, Command } from "@botdir/schema";
+import { BotId, Command, type DeliveryAttempt } from "@botdir/schema";
 import { z } from "zod";
-import {
-  ATTEMPTS_SHOWN,
-  type AttemptView,
-  type BotSummary as BotSummaryView,
-  type ListingView,
-} from "./services/listings.js";
+import type { AttemptView, BotSummary as BotSummaryView, ListingView } from "./services/listings.js";
+import type { TestOutcome } from "./services/webhook-test.js";
 
 const Timestamp = z.iso.datetime().meta({ description: "ISO 8601 UTC with milliseconds." });
 
@@ -52,34 +48,39 @@ export const WebhookSetResponse = z.object({
     }),
 });
 
+/** Answer of rotating the webhook secret: the new secret, shown once. */
+export const SecretRotatedResponse = z.object({
+  id: BotId,
+  secret: z
+    .string()
+    .regex(/^whsec_[0-9a-f]{64}$/)
+    .meta({
+      description:
+        "The new secret, shown once. The previous one keeps signing webhook-signature beside it for WEBHOOK_SECRET_OVERLAP_MS.",
+    }),
+});
+
+export const WebhookState = z.enum(["active", "disabled"]);
+
+/** Answer of re-enabling the webhook. */
+export const WebhookEnabledResponse = z.object({ id: BotId, state: WebhookState });
+
+/** Answer of a test event: the outcome of its one request. */
+export const TestEventResponse = z.object({
+  delivered: z.boolean().meta({ description: "True when the receiver answered 2xx." }),
+  statusCode: z.number().int().nullable(),
+  errorKind: z.string().nullable().meta({
+    description:
+      "null when delivered; otherwise http_status, timeout, connection, redirect, tls, dns, refused_target.",
+  }),
+  durationMs: z.number().int().min(0),
+});
+
 /** Answer of clearing the webhook. */
 export const WebhookClearedResponse = z.object({ id: BotId, url: z.null() });
 
-export const AttemptOutcome = z.enum(["delivered", "failed", "retrying"]).meta({
-  description:
-    "State of the attempt's delivery now: delivered, failed (five attempts failed, no more follow) or retrying (pending).",
-});
-
-export const DeliveryAttempt = z.object({
-  deliveryId: z
-    .uuid()
-    .meta({ description: "The delivery (X-Webhook-Delivery), constant across its retries." }),
-  attempt: z.number().int().min(1).meta({ description: "Attempt number within the delivery, 1 to 5." }),
-  statusCode: z
-    .number()
-    .int()
-    .nullable()
-    .meta({ description: "HTTP status received; null when none came back." }),
-  errorKind: z.string().nullable().meta({
-    description:
-      "null when the attempt succeeded; otherwise why it failed (http_status, timeout, connection, redirect, tls, refused_target, ...).",
-  }),
-  outcome: AttemptOutcome,
-  attemptedAt: Timestamp,
-});
-
-/** GET /internal/v1/bots/:id/webhook/deliveries: the last ten attempts, newest first. */
-export const DeliveryAttemptsResponse = z.object({ attempts: z.array(DeliveryAttempt).max(ATTEMPTS_SHOWN) });
+/** The attempt log and the redelivery answer are the public API's too (@botdir/schema). */
+export { DeliveryAttempt, DeliveryAttemptsResponse, RedeliverResponse } from "@botdir/schema";
 
 /** GET /internal/v1/bots/:id: the listing as the edit page shows it; never the token or the secret. */
 export const Listing = z.object({
@@ -91,6 +92,14 @@ export const Listing = z.object({
   server_count: z.number().int().min(0).nullable(),
   checked_in_at: Timestamp.nullable(),
   webhook_url: z.string().nullable(),
+  webhook_state: WebhookState.nullable().meta({
+    description: "null without a URL; disabled when every attempt failed for WEBHOOK_DISABLE_AFTER_MS.",
+  }),
+  webhook_disabled_reason: z
+    .string()
+    .nullable()
+    .meta({ description: "Why the webhook was disabled (dead_endpoint); null while active." }),
+  webhook_disabled_at: Timestamp.nullable(),
   has_token: z.boolean(),
   token_created_at: Timestamp.nullable(),
   created_at: Timestamp,
@@ -103,6 +112,7 @@ type Assert<T extends true> = T;
 export type SchemaMatchesService = [
   Assert<Same<z.output<typeof BotSummary>, BotSummaryView>>,
   Assert<Same<z.output<typeof DeliveryAttempt>, AttemptView>>,
+  Assert<Same<z.output<typeof TestEventResponse>, TestOutcome>>,
   // The service types `commands` as the stored JSON (unknown); everything else must match.
   Assert<Same<Omit<z.output<typeof Listing>, "commands">, Omit<ListingView, "commands">>>,
 ];

@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { createSecretBox, hashToken } from "@botdir/db";
 import {
   createTestDatabase,
@@ -7,11 +7,13 @@ import {
   type TestDatabase,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { ManualClock, type Resolver } from "@botdir/schema";
+import { ManualClock } from "@botdir/service-kit";
+import type { Resolver } from "@botdir/webhook-targets";
 import type { Express } from "express";
 import { Redis } from "ioredis";
 import request from "supertest";
-import { createApp, type IngestDeps } from "../src/app.js";
+import { createApp } from "../src/app.js";
+import type { IngestDeps } from "../src/deps.js";
 import { expectedList, seedDeliveries, TWELVE_ATTEMPTS } from "./support/attempts.js";
 
 const KEY = `internal-${randomBytes(16).toString("hex")}`;
@@ -77,6 +79,7 @@ describe("internal key", () => {
     ["put", `/internal/v1/bots/${someId}/webhook`],
     ["delete", `/internal/v1/bots/${someId}/webhook`],
     ["get", `/internal/v1/bots/${someId}/webhook/deliveries`],
+    ["post", `/internal/v1/bots/${someId}/webhook/deliveries/${randomUUID()}/redeliver`],
   ];
 
   it.each(endpoints)(
@@ -357,6 +360,19 @@ describe("PUT /internal/v1/bots/:id/webhook", () => {
     expect(res.body.url).toBe("http://127.0.0.1:8080/hook");
   });
 
+  it("when the webhook host's nameserver never answers, then the URL is saved once the DNS deadline passes (checked again at connect time)", async () => {
+    const slowApp = build({ webhookResolver: () => new Promise(() => {}), webhookDnsTimeoutMs: 200 });
+    const { id } = await seedBot(t.db);
+    const started = Date.now();
+    const res = await request(slowApp)
+      .put(`/internal/v1/bots/${id}/webhook`)
+      .set("Authorization", KEY)
+      .send({ url: "https://slow-dns.example.com/hook" });
+    expect(res.status).toBe(200);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(190);
+    expect(Date.now() - started).toBeLessThan(2_000);
+  });
+
   it.each([
     [{}, "url is required."],
     [{ url: 42 }, "url must be a string."],
@@ -445,7 +461,7 @@ describe("DELETE /internal/v1/bots/:id/webhook", () => {
 });
 
 describe("GET /internal/v1/bots/:id/webhook/deliveries", () => {
-  it("when there are twelve attempts, then the ten newest are listed newest first with their delivery's state", async () => {
+  it("when there are twelve attempts, then the ten newest are listed newest first, each with its own outcome beside its delivery's state", async () => {
     const { id } = await seedBot(t.db);
     const other = await seedBot(t.db);
     const base = new Date("2026-11-20T10:00:00.000Z");
@@ -463,11 +479,35 @@ describe("GET /internal/v1/bots/:id/webhook/deliveries", () => {
     const attempts = res.body.attempts as Array<Record<string, unknown>>;
     expect(attempts).toHaveLength(10);
     expect(attempts).toEqual(expectedList(seeded));
-    expect(attempts[0]).toMatchObject({ attempt: 1, statusCode: 200, errorKind: null, outcome: "delivered" });
+    expect(attempts[0]).toMatchObject({
+      attempt: 1,
+      statusCode: 200,
+      errorKind: null,
+      outcome: "delivered",
+      deliveryState: "delivered",
+    });
     expect(attempts[0]?.attemptedAt).toBe("2026-11-20T10:11:00.000Z");
-    expect(attempts[1]).toMatchObject({ attempt: 4, statusCode: 503, outcome: "retrying" });
+    expect(attempts[1]).toMatchObject({
+      attempt: 4,
+      statusCode: 503,
+      outcome: "failed",
+      deliveryState: "pending",
+    });
+    // The failed first attempt of a delivery that a retry delivered is listed as failed.
+    expect(attempts[5]).toMatchObject({ attempt: 2, statusCode: 204, outcome: "delivered" });
+    expect(attempts[6]).toMatchObject({
+      attempt: 1,
+      errorKind: "connection",
+      outcome: "failed",
+      deliveryState: "delivered",
+    });
     expect(attempts[6]).toMatchObject({ attempt: 1, statusCode: null, errorKind: "connection" });
-    expect(attempts[7]).toMatchObject({ attempt: 5, statusCode: 500, outcome: "failed" });
+    expect(attempts[7]).toMatchObject({
+      attempt: 5,
+      statusCode: 500,
+      outcome: "failed",
+      deliveryState: "failed",
+    });
     expect(attempts[9]).toMatchObject({
       attempt: 3,
       statusCode: null,

@@ -7,7 +7,7 @@ import {
   type TestDatabase,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { ManualClock } from "@botdir/schema";
+import { ManualClock } from "@botdir/service-kit";
 import type { Redis } from "ioredis";
 import request from "supertest";
 import { createApp } from "../src/app.js";

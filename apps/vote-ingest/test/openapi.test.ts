@@ -8,12 +8,13 @@ import {
   type TestDatabase,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { ManualClock } from "@botdir/schema";
+import { ManualClock } from "@botdir/service-kit";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import type { Express } from "express";
 import { Redis } from "ioredis";
 import request from "supertest";
-import { createApp, type IngestDeps } from "../src/app.js";
+import { createApp } from "../src/app.js";
+import type { IngestDeps } from "../src/deps.js";
 import { seedDeliveries } from "./support/attempts.js";
 
 const KEY = `internal-${randomBytes(16).toString("hex")}`;
@@ -46,6 +47,8 @@ interface OpenApiDoc {
   components: { schemas: Record<string, object>; securitySchemes: Record<string, object> };
 }
 
+const box = createSecretBox(randomBytes(32));
+
 function build(overrides: Partial<IngestDeps> = {}): Express {
   return createApp({
     db: t.db,
@@ -53,7 +56,7 @@ function build(overrides: Partial<IngestDeps> = {}): Express {
     clock,
     logger: silent,
     internalApiKey: KEY,
-    secretBox: createSecretBox(randomBytes(32)),
+    secretBox: box,
     allowPrivateTargets: false,
     webhookResolver: null,
     ...overrides,
@@ -184,7 +187,7 @@ describe("GET /internal/v1/openapi.json", () => {
     expect(served).toEqual(
       expect.arrayContaining(["POST /internal/v1/votes", "GET /internal/v1/bots/{id}", "GET /metrics"]),
     );
-    expect(served.length).toBe(11);
+    expect(served.length).toBe(15);
     expect(operationKeys()).toEqual(served);
   });
 
@@ -229,6 +232,9 @@ describe("GET /internal/v1/openapi.json", () => {
       "server_count",
       "checked_in_at",
       "webhook_url",
+      "webhook_state",
+      "webhook_disabled_reason",
+      "webhook_disabled_at",
       "has_token",
       "token_created_at",
       "created_at",
@@ -269,6 +275,10 @@ const KEYED: KeyedOperation[] = [
   },
   { method: "delete", path: "/internal/v1/bots/{id}/webhook", limitKb: 16 },
   { method: "get", path: "/internal/v1/bots/{id}/webhook/deliveries", limitKb: 16 },
+  { method: "post", path: "/internal/v1/bots/{id}/webhook/deliveries/{deliveryId}/redeliver", limitKb: 16 },
+  { method: "post", path: "/internal/v1/bots/{id}/webhook/secret", limitKb: 16 },
+  { method: "post", path: "/internal/v1/bots/{id}/webhook/test", limitKb: 16 },
+  { method: "post", path: "/internal/v1/bots/{id}/webhook/enable", limitKb: 16 },
 ];
 
 const opName = (op: KeyedOperation) => `${op.method.toUpperCase()} ${op.path}`;
@@ -393,12 +403,38 @@ describe("each documented response schema validates a real response", () => {
       .set("Authorization", KEY);
     expect(res.status).toBe(200);
     expect(res.body.attempts.map((a: { outcome: string }) => a.outcome)).toEqual([
-      "retrying",
+      "failed",
+      "failed",
+      "delivered",
+      "failed",
+    ]);
+    expect(res.body.attempts.map((a: { deliveryState: string }) => a.deliveryState)).toEqual([
+      "pending",
       "failed",
       "delivered",
       "delivered",
     ]);
     expectDocumented("GET /internal/v1/bots/{id}/webhook/deliveries", res);
+  });
+
+  it("POST …/deliveries/{deliveryId}/redeliver: 202 for a failed delivery, then 409 while it is pending", async () => {
+    const op = "POST /internal/v1/bots/{id}/webhook/deliveries/{deliveryId}/redeliver";
+    const bot = await seedBot(t.db);
+    await t.db.prisma.bot.update({
+      where: { id: bot.id },
+      data: { webhookUrl: "https://hooks.example.com/v", webhookSecretEncrypted: "x" },
+    });
+    const [attempt] = await seedDeliveries(t.db, bot.id, new Date("2026-11-20T00:00:00.000Z"), [
+      { state: "failed", attempts: [{ statusCode: 500, errorKind: "http_status", at: 0 }] },
+    ]);
+    const url = `/internal/v1/bots/${bot.id}/webhook/deliveries/${attempt?.deliveryId}/redeliver`;
+    const first = await request(app).post(url).set("Authorization", KEY);
+    expect(first.status).toBe(202);
+    expect(first.body).toEqual({ deliveryId: attempt?.deliveryId, state: "pending", series: 1 });
+    expectDocumented(op, first);
+    const again = await request(app).post(url).set("Authorization", KEY);
+    expect(again.status).toBe(409);
+    expectDocumented(op, again);
   });
 
   it("GET /internal/v1/bots/{id}: 200 for a bare listing and for a full one", async () => {
@@ -429,6 +465,47 @@ describe("each documented response schema validates a real response", () => {
       webhook_url: "https://hooks.example.com/v",
     });
     expectDocumented(op, rich);
+  });
+
+  it("POST …/webhook/secret, …/test, …/enable: 200, 409 without a webhook, 503 without an encryption key, 429 beyond the test limit", async () => {
+    const withHook = async () => {
+      const bot = await seedBot(t.db);
+      // A loopback literal: the test event is refused before connecting (refused_target), still a 200.
+      await t.db.prisma.bot.update({
+        where: { id: bot.id },
+        data: { webhookUrl: "https://127.0.0.1:9/hook", webhookSecretEncrypted: box.encrypt("whsec_00") },
+      });
+      return bot.id;
+    };
+    const bare = (await seedBot(t.db)).id;
+    for (const action of ["secret", "test", "enable"]) {
+      const op = `POST /internal/v1/bots/{id}/webhook/${action}`;
+      const id = await withHook();
+      const done = await request(app)
+        .post(`/internal/v1/bots/${id}/webhook/${action}`)
+        .set("Authorization", KEY);
+      expect(done.status).toBe(200);
+      expectDocumented(op, done);
+      const none = await request(app)
+        .post(`/internal/v1/bots/${bare}/webhook/${action}`)
+        .set("Authorization", KEY);
+      expect(none.status).toBe(409);
+      expectDocumented(op, none);
+      if (action !== "enable") {
+        const unavailable = await request(keyless)
+          .post(`/internal/v1/bots/${await withHook()}/webhook/${action}`)
+          .set("Authorization", KEY);
+        expect(unavailable.status).toBe(503);
+        expectDocumented(op, unavailable);
+      }
+    }
+    const id = await withHook();
+    let last: request.Response | undefined;
+    for (let i = 0; i < 6; i++) {
+      last = await request(app).post(`/internal/v1/bots/${id}/webhook/test`).set("Authorization", KEY);
+    }
+    expect(last?.status).toBe(429);
+    expectDocumented("POST /internal/v1/bots/{id}/webhook/test", last as request.Response);
   });
 
   it("GET /health: 200 when the stores answer, 503 when PostgreSQL does not; no key needed", async () => {

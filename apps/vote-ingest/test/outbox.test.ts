@@ -7,7 +7,7 @@ import {
   startRedisServer,
   type TestDatabase,
 } from "@botdir/db/testing";
-import { ManualClock } from "@botdir/schema";
+import { ManualClock } from "@botdir/service-kit";
 import type { Redis } from "ioredis";
 import request from "supertest";
 import type { DeliveryQueue } from "../src/outbox/queue.js";
@@ -119,14 +119,14 @@ describe("outbox relay", () => {
     expect(handed).toBe(1);
     const job = await queue.queue.getJob(deliveryId);
     expect(job?.name).toBe("vote.create");
-    expect(job?.data).toEqual({ deliveryId });
+    expect(job?.data).toEqual({ deliveryId, botId });
     const [row] = await deliveriesOf(t.db, botId);
     expect(row?.handed_off_at?.toISOString()).toBe(clock.now().toISOString());
     expect(logger.lines.some((l) => l.level === "info" && /resumed/.test(l.msg ?? ""))).toBe(true);
   });
 
   it("when a handed-off job is lost (Redis restarted empty), then it is handed off again only once it is stale", async () => {
-    const { deliveryId } = await castWithWebhook();
+    const { botId, deliveryId } = await castWithWebhook();
     expect(await queue.queue.getJob(deliveryId)).toBeDefined();
     await privateRedis.restart();
     await waitUntilReady(redis);
@@ -139,7 +139,7 @@ describe("outbox relay", () => {
 
     expect(beforeStale).toBe(0);
     expect(atStale).toBe(1);
-    expect((await queue.queue.getJob(deliveryId))?.data).toEqual({ deliveryId });
+    expect((await queue.queue.getJob(deliveryId))?.data).toEqual({ deliveryId, botId });
   });
 
   it("when the request path already handed a delivery off, then the relay leaves it alone", async () => {
@@ -214,5 +214,39 @@ describe("outbox relay", () => {
 
     expect(await queue.queue.getJob(id)).toBeDefined();
     expect(outbox.stats().ticks).toBe(ticks); // no tick after stop
+  });
+});
+
+describe("request-path hand-off", () => {
+  it("when several votes are handed off in one event-loop turn, then they reach Redis as one addBulk, each job waiting (not delayed) and marked", async () => {
+    const ids = await Promise.all([insertDelivery(), insertDelivery(), insertDelivery()]);
+    // Count the real addBulk calls (each is one MULTI to Redis); the jobs still go to Redis.
+    const original = queue.queue.addBulk;
+    const calls: Parameters<typeof original>[0][] = [];
+    queue.queue.addBulk = (jobs) => {
+      calls.push(jobs);
+      return original.call(queue.queue, jobs);
+    };
+    try {
+      const now = clock.now();
+      const results = await Promise.all(
+        ids.map((id, i) => {
+          const at = new Date(now.getTime() + i);
+          return queue.handOff({ id, attemptsMade: 0, nextAttemptAt: at }, at);
+        }),
+      );
+      expect(results).toEqual([true, true, true]);
+      expect(calls).toHaveLength(1);
+      expect(calls[0]?.map((j) => j.opts?.jobId)).toEqual(ids);
+    } finally {
+      queue.queue.addBulk = original;
+    }
+    for (const id of ids) expect(await (await queue.queue.getJob(id))?.getState()).toBe("waiting");
+    await queue.flush();
+    const { rows } = await t.db.pool.query(
+      "SELECT count(*)::int AS n FROM webhook_deliveries WHERE id = ANY($1) AND handed_off_at IS NOT NULL",
+      [ids],
+    );
+    expect(rows[0].n).toBe(3);
   });
 });

@@ -6,7 +6,7 @@ import {
   testRedisPrefix,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { ManualClock } from "@botdir/schema";
+import { ManualClock } from "@botdir/service-kit";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { runBotctl } from "../src/cli/botctl.js";
@@ -81,7 +81,10 @@ describe("botctl vote cast", () => {
     const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: 1 });
     const queue = new Queue("webhook-deliveries", { connection, prefix });
     try {
-      expect((await queue.getJob(delivery?.id ?? "missing"))?.data).toEqual({ deliveryId: delivery?.id });
+      expect((await queue.getJob(delivery?.id ?? "missing"))?.data).toEqual({
+        deliveryId: delivery?.id,
+        botId: bot.id,
+      });
     } finally {
       await queue.obliterate({ force: true });
       await queue.close();

@@ -10,7 +10,7 @@ import {
   testRedisUrl,
   watchQueries,
 } from "@botdir/db/testing";
-import { ManualClock } from "@botdir/schema";
+import { ManualClock } from "@botdir/service-kit";
 import type { Redis } from "ioredis";
 import request from "supertest";
 import { createIngestMetrics } from "../src/metrics.js";
@@ -161,7 +161,7 @@ describe("POST /internal/v1/votes", () => {
     const job = await queue.queue.getJob(delivery?.id ?? "missing");
     expect(job?.id).toBe(delivery?.id);
     expect(job?.name).toBe("vote.create");
-    expect(job?.data).toEqual({ deliveryId: delivery?.id });
+    expect(job?.data).toEqual({ deliveryId: delivery?.id, botId: bot.id });
     expect(job?.opts.attempts).toBe(5);
   });
 

@@ -7,7 +7,7 @@ import {
   type Registry,
   requestId,
   runHealthChecks,
-} from "@botdir/schema";
+} from "@botdir/service-kit";
 import express, { type Express } from "express";
 import type { Redis } from "ioredis";
 

@@ -3,12 +3,16 @@
  * the outcome. It knows nothing about BullMQ; src/worker.ts turns its result into job moves.
  */
 import type { Db, SecretBox } from "@botdir/db";
-import { type Clock, DeliveryJobData, describeError, type Logger } from "@botdir/schema";
-import { createDeliveryStore, type DeliveryStore } from "./deliveries.js";
+import { DeliveryJobData } from "@botdir/schema";
+import { type Clock, describeError, type Logger } from "@botdir/service-kit";
+import { DEFAULT_DEAD_ENDPOINT_RULES, type DeadEndpointRules, disableIfDead } from "./dead-endpoints.js";
+import { createDeliveryStore, type DeliveryStore, type DeliveryTarget } from "./deliveries.js";
 import { buildDeliveryRequest } from "./delivery-request.js";
 import type { ErrorKind, SendAttempt } from "./http-client.js";
 import type { AttemptRecorder } from "./metrics.js";
+import { recordDurably } from "./record-durably.js";
 import type { RetryDelays } from "./schedule.js";
+import { recordUnreadableSecret } from "./secret-unreadable.js";
 
 export interface DeliverDeps {
   db: Db;
@@ -25,6 +29,8 @@ export interface DeliverDeps {
   metrics?: AttemptRecorder;
   /** Claims and records attempts (batched by the worker); default: one statement per attempt. */
   store?: DeliveryStore;
+  /** When a webhook counts as dead and is disabled (default DEFAULT_DEAD_ENDPOINT_RULES). */
+  deadEndpoints?: DeadEndpointRules;
 }
 
 export type DeliverResult =
@@ -42,9 +48,14 @@ export const EARLY_SLACK_MS = 250;
 
 export function createDeliverHandler(deps: DeliverDeps) {
   const earlySlackMs = deps.earlySlackMs ?? EARLY_SLACK_MS;
+  const deadEndpoints = deps.deadEndpoints ?? DEFAULT_DEAD_ENDPOINT_RULES;
   const store = deps.store ?? createDeliveryStore(deps.db, { maxBatch: 1, maxInFlight: 1 });
 
-  return async function deliver(raw: unknown): Promise<DeliverResult> {
+  /** `onClaimed` learns where the claimed attempt goes (per-origin fairness, src/fairness.ts). */
+  return async function deliver(
+    raw: unknown,
+    onClaimed?: (target: DeliveryTarget) => void,
+  ): Promise<DeliverResult> {
     const parsed = DeliveryJobData.safeParse(raw);
     if (!parsed.success) {
       deps.logger.error({ data: describeError(parsed.error) }, "webhook job with invalid data dropped");
@@ -64,29 +75,54 @@ export function createDeliverHandler(deps: DeliverDeps) {
         if (claim.reason === "no_webhook") {
           deps.logger.warn({ deliveryId }, "webhook removed before delivery; delivery marked failed");
         }
+        if (claim.reason === "endpoint_disabled") {
+          deps.logger.info({ deliveryId }, "webhook disabled as dead; delivery marked failed");
+        }
         return claim;
       case "busy":
         return { kind: "wait", until: claim.until };
       case "early":
         return { kind: "wait", until: claim.at };
+      case "unreadable":
+        return recordUnreadableSecret(deliveryId, claim, { ...deps, store });
       case "claimed":
         break;
     }
 
     const { target, attemptNumber, leaseUntil } = claim;
+    onClaimed?.(target);
     const attemptedAt = deps.clock.now();
-    const outcome = await deps.send(buildDeliveryRequest({ ...target, deliveryId }));
+    const outcome = await deps.send(buildDeliveryRequest({ ...target, deliveryId, signedAt: attemptedAt }));
     const recordedAt = deps.clock.now();
-    const recorded = await store.record({
-      deliveryId,
-      botId: target.botId,
-      attemptNumber,
-      leaseUntil,
-      attemptedAt,
-      outcome,
-      now: recordedAt,
-      retryDelays: deps.retryDelays,
-    });
+    const recorded = await recordDurably(
+      {
+        deliveryId,
+        botId: target.botId,
+        attemptNumber,
+        leaseUntil,
+        attemptedAt,
+        outcome,
+        now: recordedAt,
+        retryDelays: deps.retryDelays,
+      },
+      {
+        store,
+        db: deps.db,
+        clock: deps.clock,
+        onRetry: (failures, error, delayMs) =>
+          deps.logger.warn(
+            {
+              deliveryId,
+              botId: target.botId,
+              attempt: attemptNumber,
+              failures,
+              delayMs,
+              err: describeError(error),
+            },
+            "recording the webhook attempt failed; retrying within the claim",
+          ),
+      },
+    );
     deps.metrics?.attempt({
       outcome: recorded.kind,
       attemptNumber,
@@ -104,6 +140,19 @@ export function createDeliverHandler(deps: DeliverDeps) {
       errorKind: outcome.errorKind,
       ms: outcome.durationMs,
     };
+    if (recorded.kind === "retry" || recorded.kind === "failed") {
+      const dead = await disableIfDead(deps.db, target.botId, recordedAt, deadEndpoints).catch((error) => {
+        deps.logger.error({ ...log, err: describeError(error) }, "dead-endpoint check failed");
+        return null;
+      });
+      if (dead?.disabled) {
+        deps.logger.warn(
+          { botId: target.botId, endedDeliveries: dead.endedDeliveries },
+          "webhook disabled: every attempt failed for the whole window; pending deliveries failed",
+        );
+        return { kind: "failed", attemptNumber, errorKind: outcome.errorKind };
+      }
+    }
     switch (recorded.kind) {
       case "delivered":
         deps.logger.info(log, "webhook delivered");

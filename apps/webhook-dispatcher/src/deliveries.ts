@@ -10,7 +10,9 @@
  *   failed attempt, or mark the delivery failed after the fifth;
  * - next_attempt_at is still ahead                        -> too early;
  * - the bot has no webhook configured any more           -> failed, no attempt made;
- * - otherwise: attempts_made + 1, lease = now + leaseMs   -> claimed, attempt number = attempts_made.
+ * - otherwise: attempts_made + 1, lease = now + leaseMs   -> claimed, attempt number = attempts_made;
+ *   if no configured key decrypts the bot's secret, the claim stands and is reported `unreadable`:
+ *   the handler records that attempt as `secret_unreadable` and fails the delivery (no loop).
  *
  * The common branches (claimed, busy, early, not pending) take ONE statement (CLAIM_SQL: lock,
  * decide, claim and read the bot and vote in a single round trip). The rare branches that must write
@@ -22,8 +24,10 @@
  * replica recorded the attempt as interrupted) records nothing: never a second success, never a
  * sixth attempt.
  */
+
+import { type BatchLimits, createBatcher } from "@botdir/batcher";
 import type { Db } from "@botdir/db";
-import { type BatchLimits, createBatcher, WEBHOOK_MAX_ATTEMPTS } from "@botdir/schema";
+import { WEBHOOK_MAX_ATTEMPTS } from "@botdir/schema";
 import type { AttemptOutcome } from "./http-client.js";
 import { type RetryDelays, retryDelayMs } from "./schedule.js";
 
@@ -33,15 +37,33 @@ export interface DeliveryTarget {
   userId: string;
   votedAt: Date;
   url: string;
-  /** Decrypted right after the claim: a secret that cannot be decrypted gives the claim back. */
+  /** Decrypted right after the claim (see ClaimResult `unreadable`). */
   secret: string;
+  /** The secret before a rotation, while its overlap runs (it signs beside `secret`); else null. */
+  previousSecret: string | null;
 }
 
 export type ClaimResult =
-  | { kind: "done"; reason: "not_found" | "delivered" | "failed" | "no_webhook" | "exhausted" }
+  | {
+      kind: "done";
+      reason: "not_found" | "delivered" | "failed" | "no_webhook" | "exhausted" | "endpoint_disabled";
+    }
   | { kind: "busy"; until: Date }
   | { kind: "early"; at: Date }
-  | { kind: "claimed"; attemptNumber: number; leaseUntil: Date; target: DeliveryTarget };
+  | { kind: "claimed"; attemptNumber: number; leaseUntil: Date; target: DeliveryTarget }
+  /**
+   * Claimed, but no configured key decrypts the bot's webhook secret: the attempt is used and must
+   * be recorded as `secret_unreadable`, ending the delivery (RecordInput.final).
+   */
+  | {
+      kind: "unreadable";
+      attemptNumber: number;
+      leaseUntil: Date;
+      botId: string;
+      votedAt: Date;
+      /** What the decryption threw (a key id on it, if any, is logged). */
+      error: unknown;
+    };
 
 export type RecordResult =
   | { kind: "delivered" }
@@ -56,7 +78,7 @@ export interface ClaimOptions {
   /** A job that fires this little before next_attempt_at still runs (clock skew between hosts). */
   earlySlackMs: number;
   retryDelays: RetryDelays;
-  /** Decrypts bots.webhook_secret_encrypted; throwing releases the claim (no attempt used). */
+  /** Decrypts bots.webhook_secret_encrypted; throwing makes the claim `unreadable`. */
   decryptSecret: (stored: string) => string;
 }
 
@@ -79,6 +101,8 @@ interface DeliveryRow {
   voted_at: Date;
   webhook_url: string | null;
   webhook_secret_encrypted: string | null;
+  webhook_previous_secret_encrypted: string | null;
+  webhook_disabled_at: Date | null;
 }
 
 async function inTransaction<T>(db: Db, work: (client: PoolClient) => Promise<T>): Promise<T> {
@@ -113,7 +137,10 @@ const CLAIM_UPDATE = `
      AND w.next_attempt_at <= $4
      AND b.webhook_url IS NOT NULL
      AND b.webhook_secret_encrypted IS NOT NULL
-  RETURNING w.id, w.attempts_made, b.webhook_url, b.webhook_secret_encrypted`;
+     AND b.webhook_disabled_at IS NULL
+  RETURNING w.id, w.attempts_made, b.webhook_url, b.webhook_secret_encrypted,
+            CASE WHEN b.webhook_previous_secret_until > $3 THEN b.webhook_previous_secret_encrypted END
+              AS webhook_previous_secret_encrypted`;
 
 /**
  * The common path of a claim in one statement. `d` locks the delivery row (waiting for a concurrent
@@ -130,7 +157,8 @@ WITH d AS (
 ), c AS (${CLAIM_UPDATE}
 )
 SELECT d.state, d.attempts_made, d.next_attempt_at, d.lease_until, d.bot_id, v.user_id, v.voted_at,
-       c.attempts_made AS claimed_attempt, c.webhook_url, c.webhook_secret_encrypted
+       c.attempts_made AS claimed_attempt, c.webhook_url, c.webhook_secret_encrypted,
+       c.webhook_previous_secret_encrypted
   FROM d
   JOIN vote_log v ON v.id = d.vote_id
   LEFT JOIN c ON true`;
@@ -146,6 +174,7 @@ interface ClaimRow {
   claimed_attempt: number | null;
   webhook_url: string | null;
   webhook_secret_encrypted: string | null;
+  webhook_previous_secret_encrypted: string | null;
 }
 
 /**
@@ -163,16 +192,11 @@ WITH d AS (
 ), c AS (${CLAIM_UPDATE}
 )
 SELECT d.id, d.state, d.attempts_made, d.next_attempt_at, d.lease_until, d.bot_id, v.user_id, v.voted_at,
-       c.attempts_made AS claimed_attempt, c.webhook_url, c.webhook_secret_encrypted
+       c.attempts_made AS claimed_attempt, c.webhook_url, c.webhook_secret_encrypted,
+       c.webhook_previous_secret_encrypted
   FROM d
   JOIN vote_log v ON v.id = d.vote_id
   LEFT JOIN c ON c.id = d.id`;
-
-/** Gives a claim back (its secret could not be decrypted): no attempt is used. */
-const RELEASE_SQL = `
-UPDATE webhook_deliveries
-   SET attempts_made = attempts_made - 1, lease_until = NULL, attempt_started_at = NULL
- WHERE id = $1 AND state = 'pending' AND attempts_made = $2 AND lease_until = $3`;
 
 export async function claimAttempt(db: Db, deliveryId: string, options: ClaimOptions): Promise<ClaimResult> {
   const { leaseUntil, dueBy } = claimTimes(options);
@@ -203,20 +227,15 @@ async function settleClaim(
   if (!row) return { kind: "done", reason: "not_found" };
   if (row.claimed_attempt !== null && row.webhook_url && row.webhook_secret_encrypted) {
     const attemptNumber = row.claimed_attempt;
-    let secret: string;
-    try {
-      secret = options.decryptSecret(row.webhook_secret_encrypted);
-    } catch (error) {
-      await db.pool
-        .query({
-          name: "dispatcher_release",
-          text: RELEASE_SQL,
-          values: [deliveryId, attemptNumber, leaseUntil],
-        })
-        .catch(() => {}); // if even this fails, the lease expires and the attempt counts as interrupted
-      throw error;
-    }
-    return claimed(deliveryId, row, row.webhook_url, attemptNumber, leaseUntil, secret);
+    return claimedOrUnreadable(
+      row,
+      row.webhook_url,
+      row.webhook_secret_encrypted,
+      attemptNumber,
+      leaseUntil,
+      options,
+      deliveryId,
+    );
   }
   if (row.state !== "pending") return { kind: "done", reason: row.state };
   if (row.lease_until && row.lease_until.getTime() > now.getTime()) {
@@ -233,6 +252,29 @@ async function settleClaim(
   return claimInTransaction(db, deliveryId, options);
 }
 
+/**
+ * A claim whose secret is decrypted: `claimed`, or `unreadable` when no key decrypts it. Giving
+ * the claim back instead would loop for ever (BullMQ retries, the outbox relay re-adds the job).
+ */
+function claimedOrUnreadable(
+  row: Pick<DeliveryRow, "bot_id" | "user_id" | "voted_at" | "webhook_previous_secret_encrypted">,
+  url: string,
+  encrypted: string,
+  attemptNumber: number,
+  leaseUntil: Date,
+  options: ClaimOptions,
+  deliveryId: string,
+): ClaimResult {
+  let secret: string;
+  try {
+    secret = options.decryptSecret(encrypted);
+  } catch (error) {
+    return { kind: "unreadable", attemptNumber, leaseUntil, botId: row.bot_id, votedAt: row.voted_at, error };
+  }
+  const previousSecret = decryptPrevious(row.webhook_previous_secret_encrypted, options);
+  return claimed(deliveryId, row, url, attemptNumber, leaseUntil, secret, previousSecret);
+}
+
 /** The result of a successful claim: what the attempt sends, and to where. */
 function claimed(
   deliveryId: string,
@@ -241,13 +283,32 @@ function claimed(
   attemptNumber: number,
   leaseUntil: Date,
   secret: string,
+  previousSecret: string | null,
 ): ClaimResult {
   return {
     kind: "claimed",
     attemptNumber,
     leaseUntil,
-    target: { deliveryId, botId: row.bot_id, userId: row.user_id, votedAt: row.voted_at, url, secret },
+    target: {
+      deliveryId,
+      botId: row.bot_id,
+      userId: row.user_id,
+      votedAt: row.voted_at,
+      url,
+      secret,
+      previousSecret,
+    },
   };
+}
+
+/** The previous secret of an overlap; one that cannot be decrypted is left out (the new one signs). */
+function decryptPrevious(stored: string | null, options: ClaimOptions): string | null {
+  if (!stored) return null;
+  try {
+    return options.decryptSecret(stored);
+  } catch {
+    return null;
+  }
 }
 
 /** Every branch of a claim, in one transaction with the row locked (the rare paths). */
@@ -256,13 +317,16 @@ async function claimInTransaction(db: Db, deliveryId: string, options: ClaimOpti
   return inTransaction(db, async (client) => {
     const found = await client.query<DeliveryRow>(
       `SELECT d.state, d.attempts_made, d.next_attempt_at, d.lease_until, d.attempt_started_at,
-              d.bot_id, v.user_id, v.voted_at, b.webhook_url, b.webhook_secret_encrypted
+              d.bot_id, v.user_id, v.voted_at, b.webhook_url, b.webhook_secret_encrypted,
+              CASE WHEN b.webhook_previous_secret_until > $2 THEN b.webhook_previous_secret_encrypted END
+                AS webhook_previous_secret_encrypted,
+              b.webhook_disabled_at
          FROM webhook_deliveries d
          JOIN vote_log v ON v.id = d.vote_id
          JOIN bots b ON b.id = d.bot_id
         WHERE d.id = $1
           FOR UPDATE OF d`,
-      [deliveryId],
+      [deliveryId, now],
     );
     const row = found.rows[0];
     if (!row) return { kind: "done", reason: "not_found" };
@@ -285,8 +349,11 @@ async function claimInTransaction(db: Db, deliveryId: string, options: ClaimOpti
       await finish(client, deliveryId, "failed", now);
       return { kind: "done", reason: "no_webhook" };
     }
+    if (row.webhook_disabled_at) {
+      await finish(client, deliveryId, "failed", now, "endpoint_disabled");
+      return { kind: "done", reason: "endpoint_disabled" };
+    }
 
-    const secret = options.decryptSecret(row.webhook_secret_encrypted);
     const attemptNumber = row.attempts_made + 1;
     const leaseUntil = new Date(now.getTime() + options.leaseMs);
     await client.query(
@@ -295,7 +362,15 @@ async function claimInTransaction(db: Db, deliveryId: string, options: ClaimOpti
         WHERE id = $1`,
       [deliveryId, attemptNumber, leaseUntil, now],
     );
-    return claimed(deliveryId, row, row.webhook_url, attemptNumber, leaseUntil, secret);
+    return claimedOrUnreadable(
+      row,
+      row.webhook_url,
+      row.webhook_secret_encrypted,
+      attemptNumber,
+      leaseUntil,
+      options,
+      deliveryId,
+    );
   });
 }
 
@@ -316,7 +391,7 @@ async function recordInterrupted(
       `INSERT INTO webhook_attempts
             (delivery_id, bot_id, attempt_number, status_code, error_kind, duration_ms, attempted_at)
      VALUES ($1, $2, $3, NULL, 'interrupted', 0, $4)
-     ON CONFLICT (delivery_id, attempt_number) DO NOTHING`,
+     ON CONFLICT (delivery_id, series, attempt_number) DO NOTHING`,
       [deliveryId, row.bot_id, attemptNumber, attemptedAt],
     );
   }
@@ -343,12 +418,14 @@ async function finish(
   deliveryId: string,
   state: "delivered" | "failed",
   now: Date,
+  failureReason: string | null = null,
 ): Promise<void> {
   await client.query(
     `UPDATE webhook_deliveries
-        SET state = $2, completed_at = $3, lease_until = NULL, attempt_started_at = NULL, updated_at = $3
+        SET state = $2, completed_at = $3, lease_until = NULL, attempt_started_at = NULL, updated_at = $3,
+            failure_reason = $4
       WHERE id = $1`,
-    [deliveryId, state, now],
+    [deliveryId, state, now, failureReason],
   );
 }
 
@@ -361,6 +438,8 @@ export interface RecordInput {
   outcome: AttemptOutcome;
   now: Date;
   retryDelays: RetryDelays;
+  /** The delivery ends `failed` whatever attempt this is (a secret no key decrypts). */
+  final?: boolean;
 }
 
 /**
@@ -388,13 +467,33 @@ SELECT count(*)::int AS recorded FROM u`;
 /** What recording `input` writes, and what it means when it is written. */
 function planRecord(input: RecordInput): { result: RecordResult; state: "pending" | "delivered" | "failed" } {
   const { outcome, now } = input;
-  const delay = outcome.ok ? null : retryDelayMs(input.retryDelays, input.attemptNumber);
+  const delay = outcome.ok || input.final ? null : retryDelayMs(input.retryDelays, input.attemptNumber);
   const result: RecordResult = outcome.ok
     ? { kind: "delivered" }
     : delay === null
       ? { kind: "failed" }
       : { kind: "retry", nextAttemptAt: new Date(now.getTime() + delay) };
   return { result, state: result.kind === "retry" ? "pending" : result.kind };
+}
+
+/** What recording `input` means once it is written. */
+export function plannedResult(input: RecordInput): RecordResult {
+  return planRecord(input).result;
+}
+
+/**
+ * Whether this very attempt is already recorded: after a record statement that failed on the way
+ * back (committed, but the reply was lost), the retry finds the claim gone and must not mistake
+ * its own write for a takeover. The attempt row matches on number, time and error kind.
+ */
+export async function attemptRecorded(db: Db, input: RecordInput): Promise<boolean> {
+  const { rows } = await db.pool.query(
+    `SELECT 1 FROM webhook_attempts
+      WHERE delivery_id = $1 AND attempt_number = $2 AND attempted_at = $3
+        AND error_kind IS NOT DISTINCT FROM $4`,
+    [input.deliveryId, input.attemptNumber, input.attemptedAt, input.outcome.errorKind],
+  );
+  return rows.length > 0;
 }
 
 export async function recordAttempt(db: Db, input: RecordInput): Promise<RecordResult> {
@@ -564,6 +663,16 @@ export function createDeliveryStore(db: Db, options: DeliveryStoreOptions): Deli
       return result === "skipped" ? recordAttempt(db, input) : result;
     },
   };
+}
+
+/** The bot of a delivery, for a job that does not name it (one handed off before jobs did). */
+export async function botOfDelivery(db: Db, deliveryId: string): Promise<string | null> {
+  const { rows } = await db.pool.query<{ bot_id: string }>({
+    name: "dispatcher_bot_of_delivery",
+    text: "SELECT bot_id FROM webhook_deliveries WHERE id = $1",
+    values: [deliveryId],
+  });
+  return rows[0]?.bot_id ?? null;
 }
 
 const NIL_UUID = "00000000-0000-0000-0000-000000000000";

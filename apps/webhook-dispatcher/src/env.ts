@@ -1,4 +1,6 @@
-import { DEFAULT_QUEUE_PREFIX, EnvFields, loadEnvOrExit } from "@botdir/schema";
+import { DEFAULT_QUEUE_PREFIX } from "@botdir/schema";
+import { checkHttpTimeouts, checkKeyRing, EnvFields, loadEnvOrExit } from "@botdir/service-kit";
+import { isDnsServerAddress } from "@botdir/webhook-targets";
 import { z } from "zod";
 
 const DelayList = z
@@ -6,45 +8,118 @@ const DelayList = z
   .regex(/^\d+(,\d+){3}$/, "must be four comma-separated millisecond delays")
   .transform((v) => v.split(",").map(Number));
 
-export const DispatcherEnv = z.object({
-  NODE_ENV: EnvFields.NODE_ENV,
-  LOG_LEVEL: EnvFields.LOG_LEVEL,
-  DATABASE_URL: EnvFields.DATABASE_URL,
-  REDIS_URL: EnvFields.REDIS_URL,
-  /**
-   * Each attempt holds a connection twice, briefly (one claim statement, one record statement), so
-   * 20 connections keep up with the default 50 attempts in flight; 10 made attempts queue for the
-   * pool at ~1,000 deliveries/s. Keep replicas × DB_POOL_MAX within PostgreSQL's max_connections.
-   */
-  DB_POOL_MAX: EnvFields.DB_POOL_MAX.unwrap().default(20),
-  DISPATCHER_PORT: EnvFields.port(3002),
-  /** Decrypts webhook secrets: without it nothing can be signed, so it is required everywhere. */
-  SECRET_ENCRYPTION_KEY: EnvFields.encryptionKey,
-  /** BullMQ key prefix; every producer and consumer of the queue must use the same one. */
-  QUEUE_PREFIX: z.string().min(1).max(100).default(DEFAULT_QUEUE_PREFIX),
-  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
-  WEBHOOK_RETRY_DELAYS_MS: DelayList.default([60_000, 300_000, 1_800_000, 7_200_000]),
-  WEBHOOK_ALLOW_PRIVATE_TARGETS: EnvFields.boolean(false),
-  /** Attempts run in parallel by one replica. */
-  DISPATCHER_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(100),
-  /**
-   * BullMQ job lock: a replica that dies holding a job loses it after this long, and another
-   * replica picks it up at its next stalled-job check. Also the margin of an attempt's claim in
-   * PostgreSQL beyond WEBHOOK_TIMEOUT_MS.
-   */
-  DISPATCHER_LOCK_DURATION_MS: z.coerce.number().int().min(500).max(600_000).default(30_000),
-  /**
-   * Claims (and records) of the attempts in flight share one statement, up to this many per
-   * statement, with at most DISPATCHER_DB_BATCH_IN_FLIGHT statements of each kind running; a claim
-   * that finds a free slot goes at once. 1 turns batching off.
-   */
-  DISPATCHER_DB_BATCH_MAX: z.coerce.number().int().min(1).max(1_000).default(50),
-  DISPATCHER_DB_BATCH_IN_FLIGHT: z.coerce.number().int().min(1).max(100).default(2),
-  DISPATCHER_STALLED_INTERVAL_MS: z.coerce.number().int().min(200).max(600_000).default(30_000),
-});
+/** WEBHOOK_DNS_SERVERS: comma-separated `ip`, `ip:port`, `[ipv6]:port`; empty = /etc/resolv.conf. */
+const DnsServers = z
+  .string()
+  .transform((v) =>
+    v
+      .split(",")
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0),
+  )
+  .refine(
+    (list) => list.every(isDnsServerAddress),
+    "must be comma-separated IP addresses (optionally :port)",
+  );
+
+/** The DNS deadline must leave the attempt time to connect and be answered. */
+export function checkDnsDeadline(
+  env: { WEBHOOK_DNS_TIMEOUT_MS?: number | undefined; WEBHOOK_TIMEOUT_MS: number },
+  ctx: z.RefinementCtx,
+): void {
+  if (env.WEBHOOK_DNS_TIMEOUT_MS !== undefined && env.WEBHOOK_DNS_TIMEOUT_MS >= env.WEBHOOK_TIMEOUT_MS) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["WEBHOOK_DNS_TIMEOUT_MS"],
+      message: "must be less than WEBHOOK_TIMEOUT_MS",
+    });
+  }
+}
+
+export const DispatcherEnv = z
+  .object({
+    NODE_ENV: EnvFields.NODE_ENV,
+    LOG_LEVEL: EnvFields.LOG_LEVEL,
+    DATABASE_URL: EnvFields.DATABASE_URL,
+    REDIS_URL: EnvFields.REDIS_URL,
+    /**
+     * Each attempt holds a connection twice, briefly (one claim statement, one record statement), so
+     * 20 connections keep up with the default 50 attempts in flight; 10 made attempts queue for the
+     * pool at ~1,000 deliveries/s. Keep replicas × DB_POOL_MAX within PostgreSQL's max_connections.
+     */
+    DB_POOL_MAX: EnvFields.DB_POOL_MAX.unwrap().default(20),
+    DB_CONNECT_TIMEOUT_MS: EnvFields.DB_CONNECT_TIMEOUT_MS,
+    SHUTDOWN_DRAIN_MS: EnvFields.SHUTDOWN_DRAIN_MS,
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: EnvFields.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    HTTP_HEADERS_TIMEOUT_MS: EnvFields.HTTP_HEADERS_TIMEOUT_MS,
+    HTTP_REQUEST_TIMEOUT_MS: EnvFields.HTTP_REQUEST_TIMEOUT_MS,
+    DISPATCHER_PORT: EnvFields.port(3002),
+    /**
+     * Key ring decrypting webhook secrets (every key decrypts; the first is the one vote-ingest
+     * encrypts with): without it nothing can be signed, so one of the two is required everywhere.
+     */
+    SECRET_ENCRYPTION_KEYS: EnvFields.encryptionKeys.optional(),
+    /** A ring of one; exclusive with SECRET_ENCRYPTION_KEYS. */
+    SECRET_ENCRYPTION_KEY: EnvFields.encryptionKey.optional(),
+    /** BullMQ key prefix; every producer and consumer of the queue must use the same one. */
+    QUEUE_PREFIX: z.string().min(1).max(100).default(DEFAULT_QUEUE_PREFIX),
+    WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+    WEBHOOK_RETRY_DELAYS_MS: DelayList.default([60_000, 300_000, 1_800_000, 7_200_000]),
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: EnvFields.boolean(false),
+    /** Attempts run in parallel by one replica. */
+    DISPATCHER_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(100),
+    /**
+     * BullMQ job lock: a replica that dies holding a job loses it after this long, and another
+     * replica picks it up at its next stalled-job check. Also the margin of an attempt's claim in
+     * PostgreSQL beyond WEBHOOK_TIMEOUT_MS.
+     */
+    DISPATCHER_LOCK_DURATION_MS: z.coerce.number().int().min(500).max(600_000).default(30_000),
+    /**
+     * Claims (and records) of the attempts in flight share one statement, up to this many per
+     * statement, with at most DISPATCHER_DB_BATCH_IN_FLIGHT statements of each kind running; a claim
+     * that finds a free slot goes at once. 1 turns batching off.
+     */
+    DISPATCHER_DB_BATCH_MAX: z.coerce.number().int().min(1).max(1_000).default(50),
+    DISPATCHER_DB_BATCH_IN_FLIGHT: z.coerce.number().int().min(1).max(100).default(2),
+    /** A webhook whose every attempt failed for this long (across enough deliveries) is disabled. */
+    WEBHOOK_DISABLE_AFTER_MS: z.coerce
+      .number()
+      .int()
+      .min(1_000)
+      .default(5 * 24 * 60 * 60 * 1000),
+    WEBHOOK_DISABLE_MIN_DELIVERIES: z.coerce.number().int().min(1).max(1_000).default(5),
+    DISPATCHER_STALLED_INTERVAL_MS: z.coerce.number().int().min(200).max(600_000).default(30_000),
+    /**
+     * Deadline of one DNS lookup of a webhook host (asynchronous resolver, A and AAAA); a lookup that
+     * fails or runs out of it is a failed attempt of kind `dns`. Default: 3000, or half of
+     * WEBHOOK_TIMEOUT_MS when that is less. Must be less than WEBHOOK_TIMEOUT_MS.
+     */
+    WEBHOOK_DNS_TIMEOUT_MS: z.coerce.number().int().min(50).max(60_000).optional(),
+    /** Nameservers for webhook hosts instead of /etc/resolv.conf's (comma-separated ip[:port]). */
+    WEBHOOK_DNS_SERVERS: DnsServers.optional(),
+    /**
+     * Attempts in flight per bot webhook in one replica; further jobs of that webhook wait in the
+     * queue (delayed, no attempt used) until one ends.
+     */
+    DISPATCHER_MAX_IN_FLIGHT_PER_WEBHOOK: z.coerce.number().int().min(1).max(1_000).default(4),
+    /** Attempts in flight per origin (scheme, host, port) in one replica, over all its bots. */
+    DISPATCHER_MAX_IN_FLIGHT_PER_ORIGIN: z.coerce.number().int().min(1).max(1_000).default(32),
+    /**
+     * Delivery retention (src/retention.ts): deliveries in a final state completed longer ago than
+     * this are deleted with their attempts (each bot keeps its last ten attempts). One replica runs
+     * it every WEBHOOK_RETENTION_INTERVAL_S (advisory lock); 0 turns it off in this replica.
+     */
+    WEBHOOK_RETENTION_DAYS: z.coerce.number().int().min(1).max(3_650).default(30),
+    WEBHOOK_RETENTION_INTERVAL_S: z.coerce.number().int().min(0).max(604_800).default(3_600),
+    WEBHOOK_RETENTION_BATCH: z.coerce.number().int().min(1).max(10_000).default(500),
+  })
+  .superRefine((env, ctx) => {
+    checkKeyRing(env, ctx, true);
+    checkDnsDeadline(env, ctx);
+  });
 export type DispatcherEnv = z.output<typeof DispatcherEnv>;
 
-/** The only place the dispatcher reads process.env. */
+/** The only place the dispatcher reads process.env (with the listener timeouts' order checked). */
 export function loadEnv(source: Record<string, string | undefined> = process.env): DispatcherEnv {
-  return loadEnvOrExit(DispatcherEnv, source);
+  return loadEnvOrExit(DispatcherEnv.superRefine(checkHttpTimeouts), source);
 }

@@ -1,5 +1,5 @@
 import { type AddressInfo, createServer as createTcpServer, type Socket } from "node:net";
-import { type Resolver, TargetRefused } from "@botdir/schema";
+import { DnsLookupFailed, type Resolver, TargetRefused } from "@botdir/webhook-targets";
 import {
   checkTarget,
   classifyError,
@@ -50,6 +50,15 @@ describe("classifyError", () => {
       "timeout",
     ],
     [Object.assign(new Error("getaddrinfo ENOTFOUND x"), { code: "ENOTFOUND" }), "dns"],
+    [new DnsLookupFailed("x.example", "ETIMEOUT"), "dns"],
+    [
+      Object.assign(new Error("x"), {
+        name: "RequestError",
+        code: "EDNS",
+        cause: new DnsLookupFailed("x", "ESERVFAIL"),
+      }),
+      "dns",
+    ],
     [Object.assign(new Error("self-signed"), { code: "DEPTH_ZERO_SELF_SIGNED_CERT" }), "tls"],
     [Object.assign(new Error("wrong version"), { code: "ERR_SSL_WRONG_VERSION_NUMBER" }), "tls"],
     [Object.assign(new Error("refused"), { code: "ECONNREFUSED" }), "connection"],
@@ -297,6 +306,34 @@ describe("connection reuse (keep-alive)", () => {
     );
 
     expect([outcome.ok, outcome.statusCode, outcome.errorKind]).toEqual([false, null, "dns"]);
+  });
+
+  it("when the host's nameserver never answers, then the attempt fails as dns at the DNS deadline, long before the attempt's timeout", async () => {
+    const never: Resolver = () => new Promise(() => {});
+    const send = sender({ allowPrivateTargets: false, resolver: never, timeoutMs: 5_000, dnsTimeoutMs: 200 });
+
+    const outcomes = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => send(request(`https://h${i}.blackhole.example/hook`))),
+    );
+
+    for (const outcome of outcomes) {
+      expect([outcome.ok, outcome.statusCode, outcome.errorKind]).toEqual([false, null, "dns"]);
+      expect(outcome.durationMs).toBeGreaterThanOrEqual(190);
+      expect(outcome.durationMs).toBeLessThan(2_000);
+    }
+  });
+
+  it("when private targets are allowed and the URL names localhost, then it is delivered to loopback without DNS", async () => {
+    const r = await receiver((socket) => socket.write(NO_CONTENT));
+    const never: Resolver = () => new Promise(() => {});
+    const port = new URL(r.url).port;
+
+    const outcome = await sender({ resolver: never, dnsTimeoutMs: 100 })(
+      request(`http://localhost:${port}/hook`),
+    );
+
+    expect([outcome.ok, outcome.statusCode]).toEqual([true, 204]);
+    expect(r.requests).toBe(1);
   });
 });
 

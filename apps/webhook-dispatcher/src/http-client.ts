@@ -14,8 +14,10 @@
  *
  * Keep-alive and SSRF safety: got connects through the http/https agents given in `agent`, and Node
  * lets an agent's own options override the request's, so every new connection goes through the safe
- * lookup those agents carry (@botdir/schema net.ts): the host is resolved once, refused unless
- * public, and the socket connects to exactly the checked address. A pooled socket is therefore
+ * lookup those agents carry (@botdir/webhook-targets net.ts): the host is resolved once with the
+ * asynchronous resolver (c-ares, no libuv thread held) under the DNS deadline (a failure or the
+ * deadline is error kind `dns`), refused unless public, and the socket connects to exactly the
+ * checked address. A pooled socket is therefore
  * always one that was checked when it connected. IP-literal hosts (which Node connects to without a
  * lookup) are checked before every request by checkTarget.
  *
@@ -34,11 +36,12 @@ import https from "node:https";
 import { performance } from "node:perf_hooks";
 import {
   classifyAddress,
+  createDnsResolver,
   createSafeLookup,
+  DEFAULT_DNS_TIMEOUT_MS,
   isIpLiteral,
   type Resolver,
-  systemResolver,
-} from "@botdir/schema";
+} from "@botdir/webhook-targets";
 import got, { type Got } from "got";
 
 /** Why an attempt failed; null in the attempt log means delivered. */
@@ -50,7 +53,9 @@ export type ErrorKind =
   | "tls"
   | "dns"
   | "refused_target"
-  | "interrupted";
+  | "interrupted"
+  /** No configured key decrypts the bot's webhook secret: nothing was sent (deliver.handler.ts). */
+  | "secret_unreadable";
 
 export interface AttemptOutcome {
   ok: boolean;
@@ -69,8 +74,15 @@ export interface SenderOptions {
   timeoutMs: number;
   /** WEBHOOK_ALLOW_PRIVATE_TARGETS: http and loopback/private targets allowed (development, tests). */
   allowPrivateTargets: boolean;
-  /** Tests inject a resolver to simulate DNS answers. */
+  /** Tests inject a resolver to simulate DNS answers (default: the asynchronous resolver). */
   resolver?: Resolver;
+  /**
+   * Deadline of the DNS lookup of a new connection (WEBHOOK_DNS_TIMEOUT_MS), applied to injected
+   * resolvers too; default the smaller of DEFAULT_DNS_TIMEOUT_MS and half the attempt's timeout.
+   */
+  dnsTimeoutMs?: number;
+  /** Nameservers instead of /etc/resolv.conf's (WEBHOOK_DNS_SERVERS). */
+  dnsServers?: readonly string[];
   /**
    * An idle pooled connection is closed after this long (default IDLE_SOCKET_MS; Node shortens it
    * further when the receiver sends `Keep-Alive: timeout=N`). 0 turns keep-alive off.
@@ -109,15 +121,17 @@ const TLS_CODES = new Set([
   "ERR_TLS_CERT_ALTNAME_INVALID",
   "HOSTNAME_MISMATCH",
 ]);
-const DNS_CODES = new Set(["ENOTFOUND", "EAI_AGAIN", "EAI_FAIL", "EAI_NONAME", "ENODATA"]);
+/** EDNS: DnsLookupFailed of @botdir/webhook-targets (no answer, a failing server, the deadline). */
+const DNS_CODES = new Set(["EDNS", "ENOTFOUND", "EAI_AGAIN", "EAI_FAIL", "EAI_NONAME", "ENODATA"]);
 
 /** Maps a got / Node error to an error kind. */
 export function classifyError(error: unknown): ErrorKind {
   const e = error as { name?: string; code?: string; cause?: unknown } | null;
   const codes = [e?.code, (e?.cause as { code?: string } | undefined)?.code].filter(Boolean) as string[];
   if (codes.includes("ETARGETREFUSED")) return "refused_target";
-  if (e?.name === "TimeoutError" || codes.includes("ETIMEDOUT")) return "timeout";
+  // Before the timeout: a lookup that ran out of its (shorter) deadline is a DNS failure.
   if (codes.some((c) => DNS_CODES.has(c))) return "dns";
+  if (e?.name === "TimeoutError" || codes.includes("ETIMEDOUT")) return "timeout";
   if (codes.some((c) => TLS_CODES.has(c) || c.startsWith("ERR_SSL_") || c.startsWith("ERR_TLS_")))
     return "tls";
   return "connection";
@@ -171,9 +185,21 @@ function createClient(agent: Agents, timeoutMs: number): Got {
   });
 }
 
+/** The DNS deadline when none is configured: well inside the attempt's timeout. */
+export function defaultDnsTimeoutMs(attemptTimeoutMs: number): number {
+  return Math.min(DEFAULT_DNS_TIMEOUT_MS, Math.floor(attemptTimeoutMs / 2));
+}
+
 export function createWebhookSender(options: SenderOptions): WebhookSender {
-  const rules = { allowPrivate: options.allowPrivateTargets };
-  const lookup = createSafeLookup(rules, options.resolver ?? systemResolver);
+  const dnsTimeoutMs = options.dnsTimeoutMs ?? defaultDnsTimeoutMs(options.timeoutMs);
+  const rules = { allowPrivate: options.allowPrivateTargets, dnsTimeoutMs };
+  const resolver =
+    options.resolver ??
+    createDnsResolver({
+      timeoutMs: dnsTimeoutMs,
+      ...(options.dnsServers ? { servers: options.dnsServers } : {}),
+    });
+  const lookup = createSafeLookup(rules, resolver);
   const idleSocketMs = options.idleSocketMs ?? IDLE_SOCKET_MS;
   // Every connection, pooled or not, is made by an agent that carries the safe lookup.
   const pooled = {

@@ -1,15 +1,13 @@
-import { createServer } from "node:http";
-import { createDb, createSecretBox, parseEncryptionKey } from "@botdir/db";
+import { createDb, createSecretBox } from "@botdir/db";
+import { QUEUES } from "@botdir/schema";
 import {
-  closeServer,
   FAIL_FAST_REDIS,
-  jsonClientErrors,
-  listen,
+  httpTimeoutsOf,
+  keyRing,
   loggerOptions,
-  onShutdown,
-  QUEUES,
+  serve,
   systemClock,
-} from "@botdir/schema";
+} from "@botdir/service-kit";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { pino } from "pino";
@@ -17,16 +15,16 @@ import { createHttpApp } from "./app.js";
 import { warmUp } from "./deliveries.js";
 import { loadEnv } from "./env.js";
 import { createDispatcherMetrics } from "./metrics.js";
+import { createRetentionMetrics, scheduleRetention } from "./retention.js";
 import { createDispatcherWorker } from "./worker.js";
 
 const env = loadEnv();
-const logger = pino(loggerOptions("webhook-dispatcher", env.LOG_LEVEL));
-const key = parseEncryptionKey(env.SECRET_ENCRYPTION_KEY);
-if (!key) {
-  process.stderr.write("Invalid environment: SECRET_ENCRYPTION_KEY must be 32 bytes.\n");
-  process.exit(1);
-}
-const db = createDb({ url: env.DATABASE_URL, poolMax: env.DB_POOL_MAX });
+const logger = pino(loggerOptions("webhook-dispatcher", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
+const db = createDb({
+  url: env.DATABASE_URL,
+  poolMax: env.DB_POOL_MAX,
+  connectionTimeoutMs: env.DB_CONNECT_TIMEOUT_MS,
+});
 // BullMQ needs maxRetriesPerRequest: null on worker connections; auto-pipelining stays off so
 // blocking commands and Lua scripts are not batched behind each other.
 const redis = new Redis(env.REDIS_URL, { maxRetriesPerRequest: null, enableAutoPipelining: false });
@@ -47,7 +45,7 @@ const metrics = createDispatcherMetrics({ queue: countsQueue, processMetrics: tr
 // Connect the pool and prepare the hot statements before the first job arrives.
 await warmUp(db, env.DB_POOL_MAX);
 const worker = createDispatcherWorker(
-  { db, redis, secrets: createSecretBox(key), clock: systemClock, logger, metrics },
+  { db, redis, secrets: createSecretBox(keyRing(env)), clock: systemClock, logger, metrics },
   {
     queuePrefix: env.QUEUE_PREFIX,
     concurrency: env.DISPATCHER_CONCURRENCY,
@@ -58,15 +56,44 @@ const worker = createDispatcherWorker(
     stalledIntervalMs: env.DISPATCHER_STALLED_INTERVAL_MS,
     dbBatchMax: env.DISPATCHER_DB_BATCH_MAX,
     dbBatchInFlight: env.DISPATCHER_DB_BATCH_IN_FLIGHT,
+    deadEndpoints: {
+      afterMs: env.WEBHOOK_DISABLE_AFTER_MS,
+      minDeliveries: env.WEBHOOK_DISABLE_MIN_DELIVERIES,
+    },
+    ...(env.WEBHOOK_DNS_TIMEOUT_MS === undefined ? {} : { dnsTimeoutMs: env.WEBHOOK_DNS_TIMEOUT_MS }),
+    ...(env.WEBHOOK_DNS_SERVERS ? { dnsServers: env.WEBHOOK_DNS_SERVERS } : {}),
+    maxInFlightPerWebhook: env.DISPATCHER_MAX_IN_FLIGHT_PER_WEBHOOK,
+    maxInFlightPerOrigin: env.DISPATCHER_MAX_IN_FLIGHT_PER_ORIGIN,
   },
 );
 if (env.WEBHOOK_ALLOW_PRIVATE_TARGETS) {
   logger.warn({}, "WEBHOOK_ALLOW_PRIVATE_TARGETS is on: webhooks may reach http and private addresses");
 }
 
-const server = createServer(createHttpApp({ db, redis, logger, metrics }));
-jsonClientErrors(server);
-await listen(server, env.DISPATCHER_PORT);
+// Delivery retention: every replica schedules it, the advisory lock lets one run it at a time.
+const retention =
+  env.WEBHOOK_RETENTION_INTERVAL_S > 0
+    ? scheduleRetention(
+        { db, clock: systemClock, logger, metrics: createRetentionMetrics(metrics.registry) },
+        {
+          retentionDays: env.WEBHOOK_RETENTION_DAYS,
+          batchSize: env.WEBHOOK_RETENTION_BATCH,
+          pauseMs: 20,
+          intervalMs: env.WEBHOOK_RETENTION_INTERVAL_S * 1000,
+          // Spread the replicas' first tries over a minute after start.
+          firstDelayMs: 60_000 + Math.floor(Math.random() * 60_000),
+        },
+      )
+    : undefined;
+
+// /readyz needs PostgreSQL and Redis: without Redis a dispatcher has no jobs to take.
+const service = await serve({
+  logger,
+  app: createHttpApp({ db, redis, logger, metrics }),
+  port: env.DISPATCHER_PORT,
+  timeouts: httpTimeoutsOf(env),
+  readiness: { postgres: () => db.pool.query("SELECT 1"), redis: () => metricsRedis.ping() },
+});
 logger.info(
   { port: env.DISPATCHER_PORT, concurrency: env.DISPATCHER_CONCURRENCY, prefix: env.QUEUE_PREFIX },
   "webhook-dispatcher listening",
@@ -74,15 +101,16 @@ logger.info(
 
 // worker.close() takes no new jobs and waits for the attempts in flight (each ends within the
 // HTTP timeout); anything still running at the deadline is taken over by another replica once its
-// job lock and its claim in PostgreSQL expire.
-onShutdown(
-  logger,
+// job lock and its claim in PostgreSQL expire. No Service routes traffic to a dispatcher, so the
+// drain only covers scrapes and probes.
+service.onShutdown(
   [
     { name: "worker", run: () => worker.close() },
-    { name: "http", run: () => closeServer(server) },
+    { name: "retention", run: async () => retention?.stop() },
+    { name: "http", run: () => service.close() },
     { name: "metrics queue", run: () => countsQueue.close() },
     { name: "redis", run: () => Promise.all([redis.quit(), metricsRedis.quit()]) },
     { name: "postgres", run: () => db.close() },
   ],
-  env.WEBHOOK_TIMEOUT_MS + 10_000,
+  { drainMs: env.SHUTDOWN_DRAIN_MS, deadlineMs: env.WEBHOOK_TIMEOUT_MS + 10_000 },
 );

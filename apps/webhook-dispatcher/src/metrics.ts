@@ -4,6 +4,7 @@
  * delivery, and the queue depth (BullMQ job counts, read at scrape time with a short timeout;
  * every replica reports the same queue, so dashboards take max(), not sum()).
  */
+import { QUEUES, WEBHOOK_MAX_ATTEMPTS } from "@botdir/schema";
 import {
   Counter,
   createMetricsRegistry,
@@ -11,10 +12,9 @@ import {
   Gauge,
   Histogram,
   type MetricsRegistryOptions,
-  QUEUES,
   type Registry,
-  WEBHOOK_MAX_ATTEMPTS,
-} from "@botdir/schema";
+} from "@botdir/service-kit";
+import type { Cap, FairnessSnapshot } from "./fairness.js";
 import type { ErrorKind } from "./http-client.js";
 
 /** What an attempt's recording ended as (src/deliveries.ts RecordResult). */
@@ -37,7 +37,17 @@ export interface AttemptRecorder {
   attempt(event: AttemptEvent): void;
 }
 
-export interface DispatcherMetrics extends AttemptRecorder {
+/** What the worker reports about its fairness caps (src/fairness.ts). */
+export interface FairnessRecorder {
+  /** A job found its webhook's or origin's cap full and was put back without an attempt. */
+  deferred(cap: Cap): void;
+  /** A parked job was promoted because its webhook or origin has room again. */
+  woken(cap: Cap): void;
+  /** Where the gauges read parked jobs and full caps at scrape time. */
+  watchFairness(snapshot: () => FairnessSnapshot): void;
+}
+
+export interface DispatcherMetrics extends AttemptRecorder, FairnessRecorder {
   registry: Registry;
 }
 
@@ -84,6 +94,44 @@ export function createDispatcherMetrics(options: DispatcherMetricsOptions = {}):
     buckets: DELIVERY_LATENCY_BUCKETS,
     registers: [registry],
   });
+  const deferred = new Counter({
+    name: "botdir_webhook_jobs_deferred_total",
+    help: "Jobs put back without an attempt because their bot's webhook (cap=webhook) or its origin (cap=origin) had its maximum of attempts in flight in this replica.",
+    labelNames: ["cap"],
+    registers: [registry],
+  });
+  const woken = new Counter({
+    name: "botdir_webhook_jobs_woken_total",
+    help: "Deferred jobs promoted to run at once because their webhook or origin had room again.",
+    labelNames: ["cap"],
+    registers: [registry],
+  });
+  let fairness: (() => FairnessSnapshot) | undefined;
+  new Gauge({
+    name: "botdir_webhook_jobs_parked",
+    help: "Deferred jobs this replica will promote when their webhook (cap=webhook) or origin (cap=origin) has room.",
+    labelNames: ["cap"],
+    registers: [registry],
+    collect() {
+      const snap = fairness?.();
+      for (const cap of ["webhook", "origin"] as const) this.set({ cap }, snap?.parked[cap] ?? 0);
+    },
+  });
+  new Gauge({
+    name: "botdir_webhook_caps_full",
+    help: "Webhooks (cap=webhook) and origins (cap=origin) with their maximum of attempts in flight in this replica.",
+    labelNames: ["cap"],
+    registers: [registry],
+    collect() {
+      const snap = fairness?.();
+      for (const cap of ["webhook", "origin"] as const) this.set({ cap }, snap?.atCap[cap] ?? 0);
+    },
+  });
+  for (const cap of ["webhook", "origin"] as const) {
+    deferred.inc({ cap }, 0);
+    woken.inc({ cap }, 0);
+  }
+
   // Start the first attempt's delivered series at zero, so rate() and ratios work from the start.
   attempts.inc({ outcome: "delivered", error_kind: "none", attempt: "1" }, 0);
 
@@ -110,6 +158,11 @@ export function createDispatcherMetrics(options: DispatcherMetricsOptions = {}):
 
   return {
     registry,
+    deferred: (cap) => deferred.inc({ cap }),
+    woken: (cap) => woken.inc({ cap }),
+    watchFairness(snapshot) {
+      fairness = snapshot;
+    },
     attempt(event) {
       const errorKind = event.errorKind ?? "none";
       // Attempt numbers are 1..5 (interrupted attempts are recorded by the next claimer instead).

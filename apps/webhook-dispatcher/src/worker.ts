@@ -3,23 +3,25 @@
  * result onto the job: a failed attempt that will be retried fails the job so the custom `webhook`
  * backoff delays it until the next_attempt_at written to PostgreSQL; a delivery that is not due yet
  * (or whose attempt is in flight elsewhere) is moved back to delayed without using an attempt.
+ *
+ * Fairness (src/fairness.ts): before the claim, a job takes a slot of its bot's webhook and of its
+ * origin. When either is full the job is moved back to delayed (no attempt claimed, no worker slot
+ * held) and parked in this replica; when a slot of that webhook or origin ends, the job parked
+ * longest is promoted and runs at once. Its delay is only the fallback: the time by which the
+ * oldest attempt holding the cap must have ended (a replica that dies forgets what it parked).
  */
 import type { Db, SecretBox } from "@botdir/db";
-import {
-  type Clock,
-  type DeliveryJobData,
-  describeError,
-  JOBS,
-  type Logger,
-  QUEUES,
-  type Resolver,
-} from "@botdir/schema";
+import { DeliveryJobData, JOBS, QUEUES } from "@botdir/schema";
+import { type Clock, describeError, type Logger } from "@botdir/service-kit";
+import type { Resolver } from "@botdir/webhook-targets";
 import { DelayedError, type Job, Worker } from "bullmq";
 import type { Redis } from "ioredis";
+import type { DeadEndpointRules } from "./dead-endpoints.js";
 import { createDeliverHandler, type DeliverResult } from "./deliver.handler.js";
-import { createDeliveryStore } from "./deliveries.js";
+import { botOfDelivery, createDeliveryStore } from "./deliveries.js";
+import { type Cap, capOf, createFairness } from "./fairness.js";
 import { createWebhookSender } from "./http-client.js";
-import type { AttemptRecorder } from "./metrics.js";
+import type { AttemptRecorder, FairnessRecorder } from "./metrics.js";
 import { AttemptFailed, createBackoffStrategy, type RetryDelays } from "./schedule.js";
 
 export interface DispatcherConfig {
@@ -40,7 +42,20 @@ export interface DispatcherConfig {
   dbBatchInFlight?: number;
   /** Tests inject DNS answers. */
   resolver?: Resolver;
+  /** WEBHOOK_DISABLE_AFTER_MS / WEBHOOK_DISABLE_MIN_DELIVERIES (default 5 days, 5 deliveries). */
+  deadEndpoints?: DeadEndpointRules;
+  /** WEBHOOK_DNS_TIMEOUT_MS (default: 3 s, or half of timeoutMs when that is less). */
+  dnsTimeoutMs?: number;
+  /** WEBHOOK_DNS_SERVERS: nameservers instead of /etc/resolv.conf's. */
+  dnsServers?: readonly string[];
+  /** DISPATCHER_MAX_IN_FLIGHT_PER_WEBHOOK (default DEFAULT_MAX_IN_FLIGHT_PER_WEBHOOK). */
+  maxInFlightPerWebhook?: number;
+  /** DISPATCHER_MAX_IN_FLIGHT_PER_ORIGIN (default DEFAULT_MAX_IN_FLIGHT_PER_ORIGIN). */
+  maxInFlightPerOrigin?: number;
 }
+
+export const DEFAULT_MAX_IN_FLIGHT_PER_WEBHOOK = 4;
+export const DEFAULT_MAX_IN_FLIGHT_PER_ORIGIN = 32;
 
 export interface DispatcherDeps {
   db: Db;
@@ -52,8 +67,8 @@ export interface DispatcherDeps {
   secrets: SecretBox;
   clock: Clock;
   logger: Logger;
-  /** Prometheus series of this replica (attempt outcomes, durations, delivery latency). */
-  metrics?: AttemptRecorder;
+  /** Prometheus series of this replica (attempt outcomes, durations, latency, deferred jobs). */
+  metrics?: AttemptRecorder & Partial<FairnessRecorder>;
 }
 
 export type DispatcherWorker = Worker<DeliveryJobData, DeliverResult>;
@@ -72,7 +87,38 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     timeoutMs: config.timeoutMs,
     allowPrivateTargets: config.allowPrivateTargets,
     ...(config.resolver ? { resolver: config.resolver } : {}),
+    ...(config.dnsTimeoutMs === undefined ? {} : { dnsTimeoutMs: config.dnsTimeoutMs }),
+    ...(config.dnsServers ? { dnsServers: config.dnsServers } : {}),
   });
+  type DeliveryJob = Job<DeliveryJobData, DeliverResult>;
+  const fairness = createFairness<DeliveryJob>({
+    perWebhook: config.maxInFlightPerWebhook ?? DEFAULT_MAX_IN_FLIGHT_PER_WEBHOOK,
+    perOrigin: config.maxInFlightPerOrigin ?? DEFAULT_MAX_IN_FLIGHT_PER_ORIGIN,
+    holdMs: leaseMs(config),
+  });
+  deps.metrics?.watchFairness?.(() => fairness.snapshot());
+
+  /** Promotes the job parked longest on `key` (skipping ones no longer delayed: run elsewhere). */
+  async function wake(key: string, cap: Cap): Promise<void> {
+    for (let tries = 0; tries < 5; tries++) {
+      const job = fairness.unpark(key);
+      if (!job) return;
+      try {
+        await job.promote();
+        deps.metrics?.woken?.(cap);
+        return;
+      } catch {
+        // promoted by its own delay, taken by another replica, or finished: try the next one
+      }
+    }
+  }
+
+  /** The bot a job is for: named by the job, or (jobs handed off before they named it) read. */
+  async function botOf(data: unknown): Promise<string | null> {
+    const parsed = DeliveryJobData.safeParse(data);
+    if (!parsed.success) return null;
+    return parsed.data.botId ?? botOfDelivery(deps.db, parsed.data.deliveryId);
+  }
   const deliver = createDeliverHandler({
     db: deps.db,
     secrets: deps.secrets,
@@ -82,6 +128,7 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     leaseMs: leaseMs(config),
     metrics: deps.metrics,
     send,
+    ...(config.deadEndpoints ? { deadEndpoints: config.deadEndpoints } : {}),
     store: createDeliveryStore(deps.db, {
       maxBatch: config.dbBatchMax ?? 1,
       maxInFlight: config.dbBatchInFlight ?? 2,
@@ -96,7 +143,27 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       deps.logger.error({ jobId: job.id, name: job.name }, "unknown job name on the webhook queue; dropped");
       return { kind: "done", reason: "unknown_job" };
     }
-    const result = await deliver(job.data);
+    const botId = await botOf(job.data);
+    const admission = botId === null ? null : fairness.admit(botId);
+    if (admission && !admission.ok) {
+      deps.metrics?.deferred?.(admission.cap);
+      await job.moveToDelayed(deps.clock.now().getTime() + admission.retryInMs, token);
+      fairness.park(admission.key, job);
+      // A slot may have ended while the job was being moved: then nobody would wake it.
+      if (fairness.hasRoom(admission.key)) void wake(admission.key, admission.cap);
+      throw new DelayedError();
+    }
+    const ticket = admission?.ticket;
+    let result: DeliverResult;
+    try {
+      result = await deliver(job.data, ticket ? (target) => fairness.learn(ticket, target.url) : undefined);
+    } finally {
+      if (ticket) {
+        for (const key of fairness.release(ticket)) {
+          void wake(key, capOf(key));
+        }
+      }
+    }
     switch (result.kind) {
       case "wait":
         await job.moveToDelayed(result.until.getTime(), token);

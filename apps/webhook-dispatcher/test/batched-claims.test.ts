@@ -5,7 +5,7 @@
  */
 import type { Db } from "@botdir/db";
 import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
-import { ManualClock } from "@botdir/schema";
+import { ManualClock } from "@botdir/service-kit";
 import { type ClaimResult, createDeliveryStore } from "../src/deliveries.js";
 import {
   attemptRows,

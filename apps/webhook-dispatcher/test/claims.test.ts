@@ -3,9 +3,9 @@
  * job, a crashed attempt and a replica that outlived its claim may and may not record.
  */
 import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
-import { ManualClock } from "@botdir/schema";
+import { ManualClock } from "@botdir/service-kit";
 import { createDeliverHandler } from "../src/deliver.handler.js";
-import { claimAttempt, recordAttempt } from "../src/deliveries.js";
+import { claimAttempt, createDeliveryStore, type DeliveryStore, recordAttempt } from "../src/deliveries.js";
 import type { AttemptOutcome } from "../src/http-client.js";
 import { createWebhookSender } from "../src/http-client.js";
 import {
@@ -167,7 +167,7 @@ describe("claiming and recording attempts", () => {
     expect(attempts[4]!.errorKind).toBe("interrupted");
   });
 
-  it("when the secret cannot be decrypted, then the claim fails without using an attempt", async () => {
+  it("when no key decrypts the secret, then the claim stands and is reported unreadable (the attempt is used)", async () => {
     const clock = new ManualClock();
     const delivery = await arrange(clock);
     await t.db.prisma.bot.update({
@@ -175,10 +175,58 @@ describe("claiming and recording attempts", () => {
       data: { webhookSecretEncrypted: "v1:bad:bad:bad" },
     });
 
-    await expect(claimAttempt(t.db, delivery.id, claimOptions(clock))).rejects.toThrow();
+    const claim = await claimAttempt(t.db, delivery.id, claimOptions(clock));
+
+    expect(claim).toMatchObject({ kind: "unreadable", attemptNumber: 1, botId: delivery.botId });
     const row = await deliveryRow(t.db, delivery.id);
-    expect(row.attemptsMade).toBe(0);
-    expect(row.leaseUntil).toBeNull();
+    expect(row.attemptsMade).toBe(1);
+    expect(row.leaseUntil).not.toBeNull();
+  });
+
+  it("when no key decrypts the secret, then the delivery fails at once with one secret_unreadable attempt, one error line naming the bot and key id, and no request", async () => {
+    const clock = new ManualClock();
+    const delivery = await arrange(clock);
+    const before = receiver.requests.length;
+    const errors: { fields: Record<string, unknown>; message: string }[] = [];
+    const logger = {
+      ...silentLogger,
+      error: (fields: Record<string, unknown>, message: string) => errors.push({ fields, message }),
+    };
+    const unreadable = Object.assign(new Error("No configured encryption key decrypts the stored secret."), {
+      keyId: "0badc0de",
+    });
+    const deliver = createDeliverHandler({
+      db: t.db,
+      secrets: {
+        ...secretBox,
+        decrypt: () => {
+          throw unreadable;
+        },
+      },
+      send: createWebhookSender({ timeoutMs: 2_000, allowPrivateTargets: true }),
+      clock,
+      logger: logger as typeof silentLogger,
+      retryDelays: DELAYS,
+      leaseMs: LEASE_MS,
+    });
+
+    const first = await deliver({ deliveryId: delivery.id });
+    const again = await deliver({ deliveryId: delivery.id });
+
+    expect(first).toEqual({ kind: "failed", attemptNumber: 1, errorKind: "secret_unreadable" });
+    expect(again).toEqual({ kind: "done", reason: "failed" });
+    expect((await deliveryRow(t.db, delivery.id)).state).toBe("failed");
+    const attempts = await attemptRows(t.db, delivery.id);
+    expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([
+      [1, null, "secret_unreadable"],
+    ]);
+    expect(receiver.requests.length).toBe(before);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]?.fields).toMatchObject({
+      botId: delivery.botId,
+      keyId: "0badc0de",
+      deliveryId: delivery.id,
+    });
   });
 
   it("when several claims race for one delivery, then exactly one is claimed and the others wait for its lease", async () => {
@@ -220,5 +268,88 @@ describe("claiming and recording attempts", () => {
     expect(results.map((r) => r.kind).sort()).toEqual(["delivered", "wait"]);
     expect(receiver.requests.length - before).toBe(1);
     expect(await attemptRows(t.db, delivery.id)).toHaveLength(1);
+  });
+});
+
+describe("durable outcomes: recording an attempt retries within the claim", () => {
+  function handler(clock: ManualClock, store: DeliveryStore, leaseMs = LEASE_MS) {
+    return createDeliverHandler({
+      db: t.db,
+      secrets: secretBox,
+      send: createWebhookSender({ timeoutMs: 2_000, allowPrivateTargets: true }),
+      clock,
+      logger: silentLogger,
+      retryDelays: DELAYS,
+      leaseMs,
+      store,
+    });
+  }
+  const real = () => createDeliveryStore(t.db, { maxBatch: 50, maxInFlight: 2 });
+
+  it("when the record fails once after a 2xx, then it is tried again and the delivery ends delivered with one attempt", async () => {
+    const clock = new ManualClock();
+    const delivery = await arrange(clock);
+    const store = real();
+    let calls = 0;
+    const flaky: DeliveryStore = {
+      claim: store.claim,
+      record: (input) => {
+        calls++;
+        return calls === 1
+          ? Promise.reject(new Error("Connection terminated unexpectedly"))
+          : store.record(input);
+      },
+    };
+
+    const result = await handler(clock, flaky)({ deliveryId: delivery.id });
+
+    expect(result).toEqual({ kind: "delivered", attemptNumber: 1 });
+    expect(calls).toBe(2);
+    expect((await deliveryRow(t.db, delivery.id)).state).toBe("delivered");
+    const attempts = await attemptRows(t.db, delivery.id);
+    expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([[1, 204, null]]);
+  });
+
+  it("when the record committed but its reply was lost, then the retry recognises its own write instead of reporting a takeover", async () => {
+    const clock = new ManualClock();
+    const delivery = await arrange(clock);
+    const store = real();
+    let calls = 0;
+    const lostReply: DeliveryStore = {
+      claim: store.claim,
+      record: async (input) => {
+        calls++;
+        const result = await store.record(input);
+        if (calls === 1) throw new Error("Connection terminated unexpectedly");
+        return result;
+      },
+    };
+
+    const result = await handler(clock, lostReply)({ deliveryId: delivery.id });
+
+    expect(result).toEqual({ kind: "delivered", attemptNumber: 1 });
+    expect(await attemptRows(t.db, delivery.id)).toHaveLength(1);
+  });
+
+  it("when the record keeps failing, then the handler gives up before the lease ends and nothing is recorded", async () => {
+    const clock = new ManualClock();
+    const delivery = await arrange(clock);
+    const store = real();
+    let calls = 0;
+    const down: DeliveryStore = {
+      claim: store.claim,
+      record: () => {
+        calls++;
+        return Promise.reject(new Error("the database system is shutting down"));
+      },
+    };
+    const started = Date.now();
+
+    await expect(handler(clock, down, 1_500)({ deliveryId: delivery.id })).rejects.toThrow(/shutting down/);
+
+    expect(Date.now() - started).toBeLessThan(1_500);
+    expect(calls).toBeGreaterThan(2);
+    expect(await attemptRows(t.db, delivery.id)).toHaveLength(0);
+    expect((await deliveryRow(t.db, delivery.id)).state).toBe("pending");
   });
 });

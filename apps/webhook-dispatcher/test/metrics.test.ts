@@ -6,7 +6,7 @@ import {
   type TestDatabase,
   testRedisPrefix,
 } from "@botdir/db/testing";
-import { systemClock } from "@botdir/schema";
+import { systemClock } from "@botdir/service-kit";
 import type { Redis } from "ioredis";
 import request from "supertest";
 import { createHttpApp } from "../src/app.js";

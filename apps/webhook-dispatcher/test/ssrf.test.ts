@@ -1,7 +1,7 @@
 import type { AddressInfo } from "node:net";
 import { createServer, type Server } from "node:net";
 import { createTestDatabase, seedBot, type TestDatabase, testRedisPrefix } from "@botdir/db/testing";
-import type { Resolver } from "@botdir/schema";
+import type { Resolver } from "@botdir/webhook-targets";
 import {
   attemptRows,
   configureWebhook,

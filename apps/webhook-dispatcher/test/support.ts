@@ -4,14 +4,8 @@ import { createServer, type IncomingHttpHeaders, type Server, type ServerRespons
 import type { AddressInfo } from "node:net";
 import { createSecretBox, type Db, type SecretBox } from "@botdir/db";
 import { randomUserId, testRedisUrl } from "@botdir/db/testing";
-import {
-  deliveryJobOptions,
-  type JOBS,
-  type Logger,
-  type ManualClock,
-  QUEUES,
-  systemClock,
-} from "@botdir/schema";
+import { deliveryJobData, deliveryJobOptions, type JOBS, QUEUES } from "@botdir/schema";
+import { type Logger, type ManualClock, systemClock } from "@botdir/service-kit";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import type { ClaimOptions } from "../src/deliveries.js";
@@ -81,19 +75,25 @@ export function openQueue(prefix: string): { queue: Queue; close(): Promise<void
   };
 }
 
-/** Hands a delivery to the queue exactly as vote-ingest does (the fixed job contract). */
+/**
+ * Hands a delivery to the queue exactly as vote-ingest does (the fixed job contract); without
+ * `botId` the job is one handed off before jobs named their bot.
+ */
 export async function handOff(
   queue: Queue,
-  delivery: { id: string; attemptsMade?: number; nextAttemptAt: Date },
+  delivery: { id: string; botId?: string; attemptsMade?: number; nextAttemptAt: Date },
   now = new Date(),
 ): Promise<void> {
+  const handOff = {
+    id: delivery.id,
+    ...(delivery.botId === undefined ? {} : { botId: delivery.botId }),
+    attemptsMade: delivery.attemptsMade ?? 0,
+    nextAttemptAt: delivery.nextAttemptAt,
+  };
   await queue.add(
     "vote.create" satisfies keyof typeof JOBS,
-    { deliveryId: delivery.id },
-    deliveryJobOptions(
-      { id: delivery.id, attemptsMade: delivery.attemptsMade ?? 0, nextAttemptAt: delivery.nextAttemptAt },
-      now,
-    ),
+    deliveryJobData(handOff),
+    deliveryJobOptions(handOff, now),
   );
 }
 

@@ -1,6 +1,7 @@
 /**
- * Graceful shutdown of the real processes: on SIGTERM a request already in flight is answered and
- * written, new connections are refused, and the process exits 0.
+ * Graceful shutdown of the real processes: on SIGTERM `/readyz` turns 503 at once, requests are
+ * still answered for SHUTDOWN_DRAIN_MS (0 in the first tests), then a request already in flight is
+ * answered and written, new connections are refused, and the process exits 0.
  */
 import http from "node:http";
 import {
@@ -10,7 +11,7 @@ import {
   type TestDatabase,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { type AppProcess, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
+import { type AppProcess, call, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
 import { appEnv } from "../../src/stack.js";
 
 const keys = freshKeys();
@@ -107,5 +108,51 @@ describe("graceful shutdown", () => {
     expect(JSON.parse(answer.body).vote.user_id).toBe(user);
     expect(await ingest.exited).toBe(0);
     expect(await t.db.prisma.vote.count({ where: { botId: bot.id, userId: user } })).toBe(1);
+  });
+});
+
+describe("drain on SIGTERM", () => {
+  it("when the API gets SIGTERM with SHUTDOWN_DRAIN_MS=1500, then /readyz is 503 at once, requests are answered during the drain, and it exits 0 after it", async () => {
+    const env = appEnv({ databaseUrl: t.url, redisUrl: testRedisUrl(), keys }, { SHUTDOWN_DRAIN_MS: "1500" });
+    const draining = await startApp("api", env);
+    const bot = await seedBot(t.db);
+    const auth = { authorization: bot.token as string };
+    const check = () =>
+      call(`${draining.base}/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`, { headers: auth });
+    expect((await call(`${draining.base}/readyz`)).status).toBe(200);
+
+    const signalled = Date.now();
+    draining.child.kill("SIGTERM");
+    const notReady = await waitFor(
+      async () => {
+        const r = await call(`${draining.base}/readyz`);
+        return r.status === 503 ? r : null;
+      },
+      "/readyz to turn 503",
+      1_000,
+      10,
+    );
+    expect(Date.now() - signalled).toBeLessThan(500);
+    expect(notReady.body).toEqual({
+      status: "unavailable",
+      checks: {},
+      error: "The service is shutting down.",
+    });
+    expect((await call(`${draining.base}/livez`)).status).toBe(200);
+
+    // Served throughout the drain, on new connections (fetch opens them as needed).
+    const answered: number[] = [];
+    while (Date.now() - signalled < 1_200) {
+      const r = await check();
+      answered.push(r.status);
+      expect(r.headers.get("connection")).toBe("close");
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(answered.length).toBeGreaterThanOrEqual(5);
+    expect(new Set(answered)).toEqual(new Set([200]));
+
+    expect(await draining.exited).toBe(0);
+    expect(Date.now() - signalled).toBeGreaterThanOrEqual(1_500);
+    expect(draining.output()).not.toMatch(/shutdown step failed|deadline passed/);
   });
 });

@@ -48,7 +48,7 @@ function expectJsonError(r: { status: number; body: unknown; text: string }, sta
 }
 
 describe("PostgreSQL stopped and started again", () => {
-  it("when PostgreSQL is down, then writes answer a JSON 500 within 2 s, health is 503 naming PostgreSQL, and after it returns the same processes serve again", async () => {
+  it("when PostgreSQL is down, then writes and reads answer the JSON 500 with Retry-After within 1 s, health and readiness are 503 naming PostgreSQL, and after it returns the same processes serve again", async () => {
     const bot = await seedWebhookBot(db, keys, receiver.url("/hook"));
     const auth = { authorization: bot.token };
     const stats = () =>
@@ -83,8 +83,9 @@ describe("PostgreSQL stopped and started again", () => {
     ]);
     for (const w of writes) {
       expectJsonError(w, 500);
-      expect(w.ms).toBeLessThan(2_000);
+      expect(w.ms).toBeLessThan(1_000);
       expect(w.body).toEqual({ error: "The request could not be completed; retry with backoff." });
+      expect(w.headers.get("retry-after")).toBe("5");
     }
     const reads = await Promise.all([
       call(`${api.base}/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`, { headers: auth }),
@@ -92,10 +93,14 @@ describe("PostgreSQL stopped and started again", () => {
     ]);
     for (const r of reads) {
       expectJsonError(r, 500);
-      expect(r.ms).toBeLessThan(2_000);
+      expect(r.ms).toBeLessThan(1_000);
+      expect(r.headers.get("retry-after")).toBe("5");
     }
+    // A listed bot's badge cannot be computed: the "unavailable" badge with 503, never "not listed".
     const widget = await call(`${api.base}/widget/${bot.id}.svg`);
-    expect(widget.status).toBe(200);
+    expect(widget.status).toBe(503);
+    expect(widget.text).toContain("unavailable");
+    expect(widget.text).not.toContain("not listed");
 
     const healths = await Promise.all([
       call(`${api.base}/api/health`),
@@ -110,6 +115,14 @@ describe("PostgreSQL stopped and started again", () => {
         checks: { postgres: "down", redis: "ok" },
         error: "PostgreSQL is unreachable.",
       });
+    }
+    // Readiness names PostgreSQL too (every app needs it); liveness does not depend on it.
+    for (const app of [api, ingest, dispatcher]) {
+      const ready = await call(`${app.base}/readyz`);
+      expect(ready.status).toBe(503);
+      expect(ready.ms).toBeLessThan(2_000);
+      expect(ready.body).toMatchObject({ status: "unavailable", error: "PostgreSQL is unreachable." });
+      expect((await call(`${app.base}/livez`)).status).toBe(200);
     }
     expect([api.alive(), ingest.alive(), dispatcher.alive()]).toEqual([true, true, true]);
 

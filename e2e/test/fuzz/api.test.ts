@@ -13,7 +13,7 @@ import {
   testRedisPrefix,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { systemClock } from "@botdir/schema";
+import { systemClock } from "@botdir/service-kit";
 import fc from "fast-check";
 import { Redis } from "ioredis";
 import { createApp } from "../../../apps/api/src/app.js";

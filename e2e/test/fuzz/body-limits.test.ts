@@ -12,7 +12,7 @@ import {
   testRedisPrefix,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { type Logger, systemClock } from "@botdir/schema";
+import { type Logger, systemClock } from "@botdir/service-kit";
 import { Redis } from "ioredis";
 import { createApp as createApi } from "../../../apps/api/src/app.js";
 import { createApp as createIngest } from "../../../apps/vote-ingest/src/app.js";

@@ -13,7 +13,7 @@ import {
   type TestDatabase,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { systemClock } from "@botdir/schema";
+import { systemClock } from "@botdir/service-kit";
 import fc from "fast-check";
 import { Redis } from "ioredis";
 import { createApp } from "../../../apps/vote-ingest/src/app.js";

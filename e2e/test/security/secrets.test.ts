@@ -15,7 +15,7 @@ import {
   testRedisPrefix,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { systemClock } from "@botdir/schema";
+import { systemClock } from "@botdir/service-kit";
 import { Redis, type RedisOptions } from "ioredis";
 import { pino } from "pino";
 import { createApp as createApi } from "../../../apps/api/src/app.js";

@@ -14,7 +14,8 @@ import {
   testRedisPrefix,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { type Logger, type Resolver, systemClock } from "@botdir/schema";
+import { type Logger, systemClock } from "@botdir/service-kit";
+import type { Resolver } from "@botdir/webhook-targets";
 import { Redis, type RedisOptions } from "ioredis";
 import { createApp as createIngest } from "../../../apps/vote-ingest/src/app.js";
 import { createDeliveryQueue, type DeliveryQueue } from "../../../apps/vote-ingest/src/outbox/queue.js";

@@ -7,7 +7,10 @@ export interface DbOptions {
   url: string;
   /** Pool size; shared by Prisma and the raw hot-path queries. */
   poolMax?: number;
-  /** How long a request waits for a connection before failing (ms). Keeps outages from hanging. */
+  /**
+   * How long a request waits for a connection, new or free, before failing (ms; default 500, env
+   * DB_CONNECT_TIMEOUT_MS in the apps). Keeps outages from hanging.
+   */
   connectionTimeoutMs?: number;
   /** Server-side statement timeout (ms). */
   statementTimeoutMs?: number;
@@ -29,7 +32,7 @@ export function createDb(options: DbOptions): Db {
   const pool = new pg.Pool({
     connectionString: options.url,
     max: options.poolMax ?? 10,
-    connectionTimeoutMillis: options.connectionTimeoutMs ?? 2_000,
+    connectionTimeoutMillis: options.connectionTimeoutMs ?? 500,
     statement_timeout: options.statementTimeoutMs ?? 5_000,
     query_timeout: (options.statementTimeoutMs ?? 5_000) + 1_000,
     idleTimeoutMillis: 30_000,
@@ -38,6 +41,11 @@ export function createDb(options: DbOptions): Db {
   // An idle client that loses its connection (PostgreSQL restarted) must not crash the process;
   // the pool discards it and the next query opens a new one.
   pool.on("error", () => {});
+  // A client checked out but between queries (the outbox relay's transaction while it waits for
+  // Redis, a Prisma transaction) has no pool listener: without this one, PostgreSQL going away at
+  // that moment is an unhandled 'error' event that kills the process. Its next query fails
+  // instead, and the pool drops the broken client on release.
+  pool.on("connect", (client) => client.on("error", () => {}));
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
   let closed = false;
   return {

@@ -1,11 +1,17 @@
 export type { Db, DbOptions } from "./client.js";
 export { createDb } from "./client.js";
 export { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL } from "./defaults.js";
+export type { AttemptView, DeliveryStateName, RedeliverResult } from "./deliveries.js";
+export { ATTEMPTS_SHOWN, isDeliveryId, listRecentAttempts, redeliver } from "./deliveries.js";
 export type { Attempt, Bot, Delivery, PrismaClient, Vote, VoteWindow } from "./generated/prisma/client.js";
 export { BotStatus, DeliveryState, Prisma } from "./generated/prisma/client.js";
 export type { MigrationResult } from "./migrate.js";
 export { ensureDatabase, listMigrations, MIGRATIONS_DIR, migrate } from "./migrate.js";
 export type { SecretBox } from "./secrets.js";
-export { createSecretBox, parseEncryptionKey } from "./secrets.js";
+export {
+  createSecretBox,
+  keyIdOf,
+  SecretUnreadable,
+} from "./secrets.js";
 export { toIso, toIsoOrNull } from "./time.js";
 export { generateToken, generateWebhookSecret, hashToken } from "./tokens.js";

@@ -69,7 +69,9 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
     }
   }
   const url = withDatabase(baseDatabaseUrl(), name);
-  const db = createDb({ url, poolMax: options.poolMax ?? 5 });
+  // A connect timeout well above production's 500 ms: a test machine under load must not turn
+  // a slow connect into a 500 (the fast-failure tests build their own Db).
+  const db = createDb({ url, poolMax: options.poolMax ?? 5, connectionTimeoutMs: 5_000 });
   return {
     url,
     name,

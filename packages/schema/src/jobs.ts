@@ -4,8 +4,10 @@
  * it, so they cannot drift apart.
  *
  * Contract of a delivery job:
- * - one BullMQ job per webhook delivery, job name `vote.create`, data `{deliveryId}`,
+ * - one BullMQ job per webhook delivery, job name `vote.create`, data `{deliveryId, botId}`,
  *   jobId = the delivery id, so handing the same delivery off twice is a no-op while the job exists;
+ *   `botId` lets the dispatcher apply its per-webhook cap before it claims an attempt (jobs handed
+ *   off before it existed lack it; the dispatcher then reads the bot from the delivery row);
  * - PostgreSQL holds the truth (state, attempts made, next attempt time); a job is only a nudge.
  *   The handler re-reads the delivery row and does nothing for a delivery that is no longer pending;
  * - finished jobs are removed, so the outbox relay can hand a lost delivery off again.
@@ -17,7 +19,12 @@ export const DEFAULT_QUEUE_PREFIX = "{botdir}"; // hash-tagged: every queue key 
 
 export const QUEUES = { webhookDeliveries: "webhook-deliveries" } as const;
 
-export const DeliveryJobData = z.object({ deliveryId: z.uuid() });
+export const DeliveryJobData = z.object({
+  deliveryId: z.uuid(),
+  // A hint (the delivery row is the truth), so it is not held to BotId's format: a job is never
+  // dropped over its hint.
+  botId: z.string().min(1).max(64).optional(),
+});
 export type DeliveryJobData = z.infer<typeof DeliveryJobData>;
 
 export interface JobDefinition {
@@ -40,8 +47,17 @@ export type JobName = keyof typeof JOBS;
 
 export interface DeliveryHandOff {
   id: string;
+  /** The delivery's bot, carried in the job (per-webhook fairness in the dispatcher). */
+  botId?: string;
   attemptsMade: number;
   nextAttemptAt: Date;
+}
+
+/** The job data of a delivery hand-off. */
+export function deliveryJobData(delivery: DeliveryHandOff): DeliveryJobData {
+  return delivery.botId === undefined
+    ? { deliveryId: delivery.id }
+    : { deliveryId: delivery.id, botId: delivery.botId };
 }
 
 /**

@@ -1,4 +1,4 @@
-import { parseOrThrow, StatsBody } from "./index.js";
+import { MAX_SHARD_COUNT, parseOrThrow, StatsBody } from "./index.js";
 
 function firstError(value: unknown): string {
   try {
@@ -42,5 +42,52 @@ describe("StatsBody with per-shard counts", () => {
     expect(firstError({ server_count: 1.5 })).toBe("server_count must be a whole number.");
     expect(firstError({ server_count: null })).toBe("server_count must be a number.");
     expect(firstError({ shard_id: 0 })).toBe("server_count is required.");
+  });
+});
+
+describe("StatsBody with a shard id (per-shard posts)", () => {
+  it("when a shard posts its count in any client's spelling, then the count is that shard's", () => {
+    expect(StatsBody.parse({ server_count: 10, shard_id: 1, shard_count: 3 })).toEqual({
+      server_count: 10,
+      shard: { id: 1, count: 3 },
+    });
+    expect(StatsBody.parse({ guildCount: 10, shardId: 0, shardCount: 2 })).toEqual({
+      server_count: 10,
+      shard: { id: 0, count: 2 },
+    });
+    // discordbotlist.com clients send the shard id without a shard count.
+    expect(StatsBody.parse({ guilds: 10, shard_id: 4 })).toEqual({
+      server_count: 10,
+      shard: { id: 4, count: null },
+    });
+  });
+
+  it("when the post carries a per-shard array or no shard id, then it is a total", () => {
+    expect(StatsBody.parse({ shards: [1, 2], shard_id: 0, shard_count: 2 })).toEqual({ server_count: 3 });
+    expect(StatsBody.parse({ server_count: [4, 5], shard_id: 1 })).toEqual({ server_count: 9 });
+    expect(StatsBody.parse({ guildCount: 8, shardCount: 4 })).toEqual({ server_count: 8 });
+    expect(StatsBody.parse({ server_count: 8, shard_id: null, shard_count: null })).toEqual({
+      server_count: 8,
+    });
+  });
+
+  it("when the shard id or count is out of range or not a whole number, then one sentence names it", () => {
+    expect(firstError({ server_count: 1, shard_id: 3, shard_count: 3 })).toBe(
+      "shard_id must be less than shard_count (3).",
+    );
+    expect(firstError({ guildCount: 1, shardId: 2, shardCount: 2 })).toBe(
+      "shardId must be less than shardCount (2).",
+    );
+    expect(firstError({ server_count: 1, shard_id: -1, shard_count: 3 })).toBe(
+      "shard_id must not be negative.",
+    );
+    expect(firstError({ server_count: 1, shard_id: "0", shard_count: 3 })).toBe("shard_id must be a number.");
+    expect(firstError({ server_count: 1, shard_id: 0.5 })).toBe("shard_id must be a whole number.");
+    expect(firstError({ server_count: 1, shard_id: 0, shard_count: 0 })).toBe(
+      "shard_count must be at least 1.",
+    );
+    expect(firstError({ server_count: 1, shard_id: 0, shard_count: MAX_SHARD_COUNT + 1 })).toBe(
+      `shard_count must be at most ${MAX_SHARD_COUNT}.`,
+    );
   });
 });

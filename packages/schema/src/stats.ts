@@ -53,7 +53,9 @@ const CountOrShardList = z
       forwardIssues(ctx, result.error.issues, value);
       return z.NEVER;
     }
-    return Array.isArray(result.data) ? sumCounts(result.data, ctx) : result.data;
+    if (!Array.isArray(result.data)) return { total: result.data, perShardList: false };
+    const total = sumCounts(result.data, ctx);
+    return total === z.NEVER ? z.NEVER : { total, perShardList: true };
   })
   .meta(COUNT_DOC);
 
@@ -74,13 +76,52 @@ const ShardsField = z
       "top.gg style per-shard counts; when a non-empty array, the total is their sum and takes precedence. Any other value is ignored.",
   });
 
+/** Most shards a bot may report (shard_count); shard ids are 0 .. shard_count - 1. */
+export const MAX_SHARD_COUNT = 65_536;
+
+/** A whole number in [min, max], or the one sentence naming what is wrong. */
+const ShardNumber = (min: number, max: number) =>
+  z
+    .number({ error: "must be a number" })
+    .refine(Number.isInteger, { message: "must be a whole number", abort: true })
+    .min(min, min === 0 ? "must not be negative" : `must be at least ${min}`)
+    .max(max, `must be at most ${max}`)
+    .meta({ type: "integer" });
+
+const ShardId = ShardNumber(0, MAX_SHARD_COUNT - 1);
+const ShardCount = ShardNumber(1, MAX_SHARD_COUNT);
+
+/** The first of `names` present in `body` with a non-null value (clients send null when unsharded). */
+function firstPresent(
+  body: Record<string, unknown>,
+  names: readonly string[],
+): [string, unknown] | undefined {
+  for (const name of names) if (body[name] !== undefined && body[name] !== null) return [name, body[name]];
+  return undefined;
+}
+
+/** The shard a per-shard post is for: its id and, when the client sends it, the shard count. */
+export interface ShardReport {
+  id: number;
+  count: number | null;
+}
+
+const SHARD_ID_NAMES = ["shard_id", "shardId"] as const;
+const SHARD_COUNT_NAMES = ["shard_count", "shardCount"] as const;
+
 /**
  * The count may be sent as `server_count` (canonical), `guilds` (discordbotlist.com clients) or
  * `guildCount` (discord.bots.gg clients). `server_count` may also be an array of per-shard counts
  * (summed), and a non-empty `shards` array of per-shard counts (top.gg Java/.NET clients, which
  * send `server_count: 0` beside it) wins over the names. Otherwise the first present name in the
- * order above is used. Other fields that client libraries send (shard_id, shard_count, shard_no,
- * users, voice_connections, shardId, shardCount...) are accepted and ignored.
+ * order above is used.
+ *
+ * A post with a shard id (`shard_id`: top.gg, discordbotlist.com; `shardId`: discord.bots.gg) and a
+ * single count is that shard's count (`shard`); the shard count (`shard_count` / `shardCount`) is
+ * optional because discordbotlist.com clients do not send it, and when sent the id must be below it.
+ * A post with a per-shard array is a total whatever else it carries. Without a shard id, a shard
+ * count is ignored (discord.bots.gg clients send `shardCount` beside a total). Other fields that
+ * client libraries send (shard_no, users, voice_connections...) are accepted and ignored.
  */
 export const StatsBody = z
   .looseObject({
@@ -88,14 +129,56 @@ export const StatsBody = z
     guilds: ServerCount.optional(),
     guildCount: ServerCount.optional(),
     shards: ShardsField.optional(),
+    // Validated in the transform (the first spelling present wins); described here for OpenAPI.
+    shard_id: z.unknown().optional().meta({
+      type: "integer",
+      minimum: 0,
+      description:
+        "The posting shard (alias `shardId`): the count is that shard's, and the bot's server_count is the sum of its shards' latest counts. Must be below shard_count when that is sent. Ignored beside a per-shard array.",
+    }),
+    shard_count: z.unknown().optional().meta({
+      type: "integer",
+      minimum: 1,
+      maximum: MAX_SHARD_COUNT,
+      description:
+        "The bot's number of shards (alias `shardCount`); with shard_id, the counts of shards at or beyond it are dropped. Without shard_id it is ignored.",
+    }),
   })
   .transform((body, ctx) => {
-    const count = body.shards ?? body.server_count ?? body.guilds ?? body.guildCount;
+    const count = body.shards ?? body.server_count?.total ?? body.guilds ?? body.guildCount;
     if (count === undefined) {
       ctx.addIssue({ code: "custom", path: ["server_count"], message: "is required" });
       return z.NEVER;
     }
-    return { server_count: count };
+    const raw = body as Record<string, unknown>;
+    const perShardArray = body.shards !== undefined || body.server_count?.perShardList === true;
+    const idField = perShardArray ? undefined : firstPresent(raw, SHARD_ID_NAMES);
+    if (idField === undefined) return { server_count: count };
+
+    const [idName, idValue] = idField;
+    const id = ShardId.safeParse(idValue);
+    if (!id.success) {
+      for (const issue of id.error.issues) ctx.addIssue({ ...issue, path: [idName] } as never);
+      return z.NEVER;
+    }
+    const countField = firstPresent(raw, SHARD_COUNT_NAMES);
+    if (countField === undefined) return { server_count: count, shard: { id: id.data, count: null } };
+    const [countName, countValue] = countField;
+    const shardCount = ShardCount.safeParse(countValue);
+    if (!shardCount.success) {
+      for (const issue of shardCount.error.issues) ctx.addIssue({ ...issue, path: [countName] } as never);
+      return z.NEVER;
+    }
+    if (id.data >= shardCount.data) {
+      ctx.addIssue({
+        code: "custom",
+        path: [idName],
+        message: `must be less than ${countName} (${shardCount.data})`,
+      });
+      return z.NEVER;
+    }
+    const shard: ShardReport = { id: id.data, count: shardCount.data };
+    return { server_count: count, shard };
   });
 export type StatsBody = z.output<typeof StatsBody>;
 

@@ -52,3 +52,13 @@ export function secretMatcher(secret: Bytes): (candidate: Bytes) => boolean {
 function compareDigest(value: Bytes): Buffer {
   return createHmac("sha256", "botdir-compare").update(toBuffer(value)).digest();
 }
+
+export {
+  DEFAULT_TOLERANCE_S,
+  SECRET_PREFIX,
+  STANDARD_HEADERS,
+  standardHeaders,
+  standardSignature,
+  verifyStandard,
+  webhookKey,
+} from "./standard.js";

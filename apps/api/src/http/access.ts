@@ -1,6 +1,16 @@
-import type { Response } from "express";
+import { ApiError } from "@botdir/schema";
+import { sendApiError } from "@botdir/service-kit";
+import type { Request, Response } from "express";
+import type { ApiContext } from "../context.js";
 import { botNotFound, unauthorized } from "../services/auth.js";
-import { type RateDecision, rateLimitedError, setRateLimitHeaders } from "../services/ratelimit.js";
+import {
+  type LimitedEndpoint,
+  type NewWindow,
+  type RateDecision,
+  rateLimitedError,
+  setRateLimitHeaders,
+  toSeconds,
+} from "../services/ratelimit.js";
 
 /**
  * Applies the spec's order of refusals to an authenticated request: 401 (unknown token), then 404
@@ -18,4 +28,98 @@ export function admit(
   if (pathId !== undefined && pathId !== tokenBotId) throw botNotFound();
   if (rate.kind === "limited") throw rateLimitedError(rate.resetSeconds);
   return tokenBotId;
+}
+
+/**
+ * The first step of every authenticated endpoint, before any body byte or any other query: counts
+ * the request against the token's window if one exists (an unknown token writes nothing to Redis).
+ * Over the limit, the request is authenticated alone (one batched token lookup) and refused in the
+ * spec's order (401, 404, 429) with no other PostgreSQL work. Otherwise returns the decision;
+ * `new` means the token has not been confirmed nor counted yet (see countConfirmed).
+ *
+ * With a fresh token set (ctx.tokens), two refusals cost no I/O at all: a token that is not in the
+ * set is a 401 at once, and a token whose current window Redis already reported over its limit is
+ * refused from the in-process note (limit-notes.ts) until that window resets. A token in the set
+ * still goes to PostgreSQL (revocation stays exact); no set, or a set not known to be fresh, means
+ * today's path.
+ */
+export async function limitFirst(
+  ctx: ApiContext,
+  res: Response,
+  endpoint: LimitedEndpoint,
+  tokenHash: string,
+  pathId: string | undefined,
+): Promise<RateDecision | NewWindow> {
+  const known = ctx.tokens === null ? "unknown" : ctx.tokens.lookup(tokenHash);
+  if (known === "absent") throw unauthorized();
+  if (known === "present") {
+    const note = ctx.limitNotes.find(endpoint, tokenHash);
+    if (note !== null) {
+      const resetSeconds = toSeconds(note.resetMs);
+      admit(res, {
+        tokenBotId: note.botId,
+        pathId,
+        rate: { kind: "limited", limit: note.limit, remaining: 0, resetSeconds, resetMs: note.resetMs },
+      });
+    }
+  }
+  const rate = await ctx.limiter.consumeExisting(endpoint, tokenHash);
+  if (rate.kind === "limited") {
+    const botId = await ctx.authenticate(tokenHash);
+    if (botId !== null && ctx.tokens !== null) {
+      ctx.limitNotes.note(endpoint, tokenHash, { botId, limit: rate.limit, resetMs: rate.resetMs });
+    }
+    admit(res, { tokenBotId: botId, pathId, rate });
+  }
+  return rate;
+}
+
+/**
+ * Once PostgreSQL has answered for the token (`botId`, null when unknown: 401): a token new to its
+ * window is counted now, which opens the window. The first request of a window costs this second
+ * Redis round trip; the others are counted by limitFirst alone.
+ */
+export async function countConfirmed(
+  ctx: ApiContext,
+  endpoint: LimitedEndpoint,
+  tokenHash: string,
+  rate: RateDecision | NewWindow,
+  botId: string | null,
+): Promise<RateDecision> {
+  if (botId === null) throw unauthorized();
+  return rate.kind === "new" ? ctx.limiter.consume(endpoint, tokenHash) : rate;
+}
+
+/** Bodies above this that a refusal leaves unread are not drained: the connection is closed. */
+const DRAIN_UNREAD_MAX_BYTES = 64 * 1024;
+
+/**
+ * For a refusal decided before the body was read: Node would read and discard the rest of the
+ * body to keep the connection alive; for a large or unsized body, close the connection instead.
+ */
+export function closeIfBodyUnread(req: Request, res: Response): void {
+  if (req.complete || res.headersSent) return;
+  const length = Number(req.get("content-length") ?? 0);
+  if (req.get("transfer-encoding") !== undefined || length > DRAIN_UNREAD_MAX_BYTES) {
+    res.setHeader("Connection", "close");
+  }
+}
+
+/**
+ * Wraps a hot-path handler so its refusals (any 4xx ApiError: 401, 404, 429, 400) are answered
+ * on the spot instead of through Express's error path, which tries every later route layer before
+ * it reaches the error middleware: the refusals are the cheap answers. 5xx and anything else
+ * still go to the one error middleware (which logs them).
+ */
+export function answeringRefusals<Req extends Request>(
+  handler: (req: Req, res: Response) => Promise<void>,
+): (req: Req, res: Response) => Promise<void> {
+  return async (req, res) => {
+    try {
+      await handler(req, res);
+    } catch (error) {
+      if (error instanceof ApiError && error.status < 500) sendApiError(res, error);
+      else throw error;
+    }
+  };
 }

@@ -1,11 +1,12 @@
 /**
- * JSON body parsing whose failures are deferred: the parse error (invalid JSON, wrong content
- * type, body too large) is kept in `res.locals.bodyError` and raised by the handler only after
- * 401, 404 and 429 have been decided, so the answer order is the same for every problem.
+ * JSON body parsing after admission: the body is read only once 401, 404 and 429 have been
+ * decided, and a parse error (invalid JSON, wrong content type, body too large) is kept in
+ * `res.locals.bodyError` and raised by the handler, so the answer order is the same for every
+ * problem.
  */
-import { ApiError, MESSAGES, requireJson, toApiError } from "@botdir/schema";
-import express, { type RequestHandler, type Response } from "express";
-import { readToken } from "../services/auth.js";
+import { ApiError, MESSAGES } from "@botdir/schema";
+import { requireJson, toApiError } from "@botdir/service-kit";
+import express, { type Request, type Response } from "express";
 
 export interface BodyLimits {
   /**
@@ -19,7 +20,12 @@ export interface BodyLimits {
 
 export const DEFAULT_BODY_LIMITS: BodyLimits = { commands: "1mb", stats: "16kb" };
 
-export function deferredJsonBody(limit: string | number): RequestHandler {
+/**
+ * A reader of the request's JSON body, called by the handler once the token is authenticated and
+ * within its limit (src/http/write.ts): a refused request never has a body byte read or parsed.
+ * Resolves with `req.body` set, or with the failure kept for bodyError().
+ */
+export function jsonBodyReader(limit: string | number): (req: Request, res: Response) => Promise<void> {
   const contentType = requireJson();
   const parse = express.json({
     limit,
@@ -27,25 +33,24 @@ export function deferredJsonBody(limit: string | number): RequestHandler {
     strict: false,
     type: ["application/json", "application/*+json"],
   });
-  return (req, res, next) => {
-    // Without a readable token the answer is 401 whatever the body: do not read it.
-    if (readToken(req.get("authorization")) === null) return next();
-    // An explicit empty body is not JSON (body-parser would turn it into {}).
-    if (req.get("content-length") === "0") {
-      res.locals.bodyError = new ApiError("bad_request", MESSAGES.invalidJson);
-      return next();
-    }
-    contentType(req, res, (typeError?: unknown) => {
-      if (typeError) {
-        res.locals.bodyError = toApiError(typeError);
-        return next();
+  return (req, res) =>
+    new Promise<void>((resolve) => {
+      // An explicit empty body is not JSON (body-parser would turn it into {}).
+      if (req.get("content-length") === "0") {
+        res.locals.bodyError = new ApiError("bad_request", MESSAGES.invalidJson);
+        return resolve();
       }
-      parse(req, res, (parseError?: unknown) => {
-        if (parseError) res.locals.bodyError = toApiError(parseError);
-        next();
+      contentType(req, res, (typeError?: unknown) => {
+        if (typeError) {
+          res.locals.bodyError = toApiError(typeError);
+          return resolve();
+        }
+        parse(req, res, (parseError?: unknown) => {
+          if (parseError) res.locals.bodyError = toApiError(parseError);
+          resolve();
+        });
       });
     });
-  };
 }
 
 /** The body parsing failure of this request, if any. */

@@ -1,4 +1,4 @@
-import { methodNotAllowed } from "@botdir/schema";
+import { methodNotAllowed } from "@botdir/service-kit";
 import type { Router } from "express";
 
 /** JSON 405 with an Allow header for every other method on `path`. Register after the handlers. */

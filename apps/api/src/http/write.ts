@@ -1,16 +1,18 @@
 import { ApiError, isBotId } from "@botdir/schema";
 import type { Request, Response } from "express";
 import type { ApiContext } from "../context.js";
-import { botNotFound, findBotIdByToken, requireTokenHash } from "../services/auth.js";
+import { botNotFound, requireTokenHash } from "../services/auth.js";
 import type { WriteResult } from "../services/bots.js";
-import type { LimitedEndpoint } from "../services/ratelimit.js";
-import { admit } from "./access.js";
+import type { LimitedEndpoint, RateDecision } from "../services/ratelimit.js";
+import { admit, closeIfBodyUnread, countConfirmed, limitFirst } from "./access.js";
 import { bodyError } from "./json-body.js";
 
 export interface WriteSpec<T> {
   endpoint: LimitedEndpoint;
   /** The bot id in the path, or undefined on a route that takes the token's own bot. */
   pathId: string | undefined;
+  /** Reads the JSON body (jsonBodyReader); called only once the request is admitted. */
+  readBody(req: Request, res: Response): Promise<void>;
   /** Parses the body; throws the 400 ApiError naming the first problem. */
   parse(body: unknown): T;
   /** The authenticating write: null when the token does not own `botId` (null = the token's bot). */
@@ -18,9 +20,12 @@ export interface WriteSpec<T> {
 }
 
 /**
- * The write endpoints' flow. Happy path: one Redis round trip (limiter), then one statement that
- * authenticates and writes. Only a request that already failed pays an extra token lookup, which
- * decides the answer in the spec's order: 401, 404, 429, then the 400/413 of the body.
+ * The write endpoints' flow. Happy path (the token's window exists): one Redis round trip
+ * (limiter), the body, then one statement that authenticates and writes. A token new to its window
+ * is authenticated before a byte of its body is read (one batched lookup; an unknown token: 401
+ * with the body unread, no Redis key); a limited one is refused by limitFirst, also unread. Only a
+ * request whose write then failed pays another token lookup, which decides the answer in the
+ * spec's order: 401, 404, 429, then the 400/413 of the body.
  */
 export async function authenticatedWrite<T>(
   ctx: ApiContext,
@@ -30,11 +35,25 @@ export async function authenticatedWrite<T>(
 ): Promise<{ input: T; result: WriteResult }> {
   const tokenHash = requireTokenHash(req);
   const { pathId } = spec;
-  const rate = await ctx.limiter.consume(spec.endpoint, tokenHash);
+  let rate: RateDecision;
+  try {
+    const first = await limitFirst(ctx, res, spec.endpoint, tokenHash, pathId);
+    if (first.kind === "new") {
+      const botId = await ctx.authenticate(tokenHash);
+      rate = await countConfirmed(ctx, spec.endpoint, tokenHash, first, botId);
+      admit(res, { tokenBotId: botId, pathId, rate });
+    } else {
+      rate = first;
+    }
+  } catch (error) {
+    closeIfBodyUnread(req, res);
+    throw error;
+  }
 
+  await spec.readBody(req, res);
   let parsed: { input: T } | undefined;
   let invalid: ApiError | undefined = bodyError(res);
-  if (!invalid && rate.kind !== "limited") {
+  if (!invalid) {
     try {
       parsed = { input: spec.parse(req.body) };
     } catch (error) {
@@ -43,7 +62,7 @@ export async function authenticatedWrite<T>(
     }
   }
   const refuse = async (fallback: ApiError | undefined): Promise<never> => {
-    admit(res, { tokenBotId: await findBotIdByToken(ctx.db, tokenHash), pathId, rate });
+    admit(res, { tokenBotId: await ctx.authenticate(tokenHash), pathId, rate });
     throw fallback ?? botNotFound();
   };
   if (parsed === undefined) return refuse(invalid);

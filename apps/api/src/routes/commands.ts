@@ -2,7 +2,8 @@
 import { ApiError, CommandsBody, type CommandsResponse, dedupeCommands, parseOrThrow } from "@botdir/schema";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
-import { deferredJsonBody } from "../http/json-body.js";
+import { answeringRefusals } from "../http/access.js";
+import { jsonBodyReader } from "../http/json-body.js";
 import { allowOnly } from "../http/methods.js";
 import { authenticatedWrite } from "../http/write.js";
 import { writeCommands } from "../services/bots.js";
@@ -28,22 +29,20 @@ export function parseCommands(body: unknown): unknown[] {
 }
 
 export function registerCommands(router: Router, ctx: ApiContext): void {
-  router.put(
-    COMMANDS_PATH,
-    deferredJsonBody(ctx.bodyLimits.commands),
-    async (req: Request<{ id: string }>, res: Response) => {
-      const { input, result } = await authenticatedWrite(ctx, req, res, {
-        endpoint: "commands",
-        pathId: req.params.id,
-        parse: parseCommands,
-        write: (tokenHash, botId, commands) =>
-          writeCommands(ctx.db, { tokenHash, botId, commands, now: ctx.clock.now() }),
-      });
-      // The site's bot page shows the list: drop its cache only when the list really changed.
-      if (result.changed) await ctx.caches.invalidatePage(result.botId);
-      const body: CommandsResponse = { success: true, count: input.length };
-      res.json(body);
-    },
-  );
+  const readBody = jsonBodyReader(ctx.bodyLimits.commands);
+  router.put(COMMANDS_PATH, async (req: Request<{ id: string }>, res: Response) => {
+    const { input, result } = await authenticatedWrite(ctx, req, res, {
+      endpoint: "commands",
+      pathId: req.params.id,
+      readBody,
+      parse: parseCommands,
+      write: (tokenHash, botId, commands) =>
+        writeCommands(ctx.db, { tokenHash, botId, commands, now: ctx.clock.now() }),
+    });
+    // The site's bot page shows the list: drop its cache only when the list really changed.
+    if (result.changed) await ctx.caches.invalidatePage(result.botId);
+    const body: CommandsResponse = { success: true, count: input.length };
+    res.json(body);
+  });
   allowOnly(router, COMMANDS_PATH, ["PUT"]);
 }

@@ -1,6 +1,6 @@
-import { runHealthChecks } from "@botdir/schema";
+import { runHealthChecks } from "@botdir/service-kit";
 import type { Router } from "express";
-import type { ApiDeps } from "../app.js";
+import type { ApiDeps } from "../deps.js";
 import { allowOnly } from "../http/methods.js";
 
 /**

@@ -4,40 +4,52 @@
  * unknown, unapproved or malformed id gets the neutral badge with 200, never an error page; those
  * are not cached server-side (an id lookup by primary key is cheap, and caching arbitrary ids
  * would let anyone fill Redis).
+ *
+ * A badge never lies: when the counts cannot be read (database error, or no answer within
+ * WIDGET_QUERY_TIMEOUT_MS) the answer is the "unavailable" badge with 503 and a short cache, never
+ * the "not listed" badge of a listed bot. Concurrent misses for one bot share one query
+ * (single-flight, src/services/cache.ts), and while Redis is down the process's own short-lived
+ * copy answers.
  */
-import { describeError, isBotId } from "@botdir/schema";
+import { isBotId } from "@botdir/schema";
+import { describeError, withTimeout } from "@botdir/service-kit";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
 import { allowOnly } from "../http/methods.js";
 import { type WidgetCounts, widgetCounts } from "../services/bots.js";
 import { WIDGET_CACHE_SECONDS } from "../services/cache.js";
-import { renderBadge } from "../services/widget.js";
+import { renderBadge, renderErrorBadge } from "../services/widget.js";
 
 export const WIDGET_PATH = "/widget/:id.svg";
+/** A miss costs well under 5 ms; past this the pool or the database is in trouble. */
+export const WIDGET_QUERY_TIMEOUT_MS = 2_000;
+/** The error badge is cached briefly, so a recovered database shows again within seconds. */
+export const WIDGET_ERROR_CACHE_SECONDS = 10;
 
 export function registerWidget(router: Router, ctx: ApiContext): void {
   router.get(WIDGET_PATH, async (req: Request<{ id: string }>, res: Response) => {
     const id = req.params.id;
     let counts: WidgetCounts | null = null;
-    let cacheControl = `public, max-age=${WIDGET_CACHE_SECONDS}`;
+    let failed = false;
     if (isBotId(id)) {
       try {
-        counts = await ctx.caches.getWidget(id);
-        if (counts === null) {
-          counts = await widgetCounts(ctx.db, id, ctx.clock.now());
-          if (counts !== null) await ctx.caches.setWidget(id, counts);
-        }
+        counts = await ctx.caches.widget(id, () =>
+          withTimeout(widgetCounts(ctx.db, id, ctx.clock.now()), WIDGET_QUERY_TIMEOUT_MS),
+        );
       } catch (error) {
-        // Still a badge (embedded in pages, an error would show a broken image), but not cached.
+        // Still a badge (embedded in pages, an error page would show a broken image).
         ctx.logger.error({ event: "widget_failed", botId: id, err: describeError(error) }, "widget");
-        cacheControl = "no-store";
+        failed = true;
       }
     }
     res.setHeader("Content-Type", "image/svg+xml; charset=utf-8");
-    res.setHeader("Cache-Control", cacheControl);
+    res.setHeader(
+      "Cache-Control",
+      failed ? `public, max-age=${WIDGET_ERROR_CACHE_SECONDS}` : `public, max-age=${WIDGET_CACHE_SECONDS}`,
+    );
     res.setHeader("X-Content-Type-Options", "nosniff");
     res.setHeader("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'");
-    res.status(200).send(renderBadge(counts));
+    res.status(failed ? 503 : 200).send(failed ? renderErrorBadge() : renderBadge(counts));
   });
   allowOnly(router, WIDGET_PATH, ["GET"]);
 }

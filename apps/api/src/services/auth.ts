@@ -21,13 +21,18 @@ export function readToken(header: string | undefined): string | null {
   return TOKEN_SHAPE.test(token) ? token : null;
 }
 
+// The two refusals carry nothing request-specific, so one instance each is thrown again and again:
+// no Error (and stack trace) is built per refused request.
+const UNAUTHORIZED = new ApiError("unauthorized", MESSAGES.invalidToken);
+const BOT_NOT_FOUND = new ApiError("not_found", MESSAGES.botNotFound);
+
 export function unauthorized(): ApiError {
-  return new ApiError("unauthorized", MESSAGES.invalidToken);
+  return UNAUTHORIZED;
 }
 
 /** One body for "other bot's id", "unknown id" and "not an id", so a token cannot probe ids. */
 export function botNotFound(): ApiError {
-  return new ApiError("not_found", MESSAGES.botNotFound);
+  return BOT_NOT_FOUND;
 }
 
 /** SHA-256 of the request's token; 401 when the header is missing or unreadable. */
@@ -38,13 +43,20 @@ export function requireTokenHash(req: Request): string {
 }
 
 /**
- * The token's bot id, or null for an unknown token. Only the slow paths use it (rate limited,
- * bad body, or a combined write that matched no row), to tell 401 from 404.
+ * The bot ids of a batch of token hashes (createBatcher): one statement whatever the batch size,
+ * one answer per hash in order (null: unknown token). The refusals use it: a token seen for the
+ * first time in its rate window, and a rate-limited request, are authenticated with this and
+ * nothing else before any body is read or any other query runs.
  */
-export async function findBotIdByToken(db: Db, tokenHash: string): Promise<string | null> {
-  const { rows } = await db.pool.query<{ id: string }>(
-    "SELECT id FROM bots WHERE token_hash = $1 AND status = 'approved'",
-    [tokenHash],
-  );
-  return rows[0]?.id ?? null;
+export async function findBotIdsByTokens(db: Db, tokenHashes: readonly string[]): Promise<(string | null)[]> {
+  const { rows } = await db.pool.query<{ i: string; id: string }>({
+    name: "api.auth",
+    text: `SELECT q.i, b.id
+       FROM unnest($1::char(64)[]) WITH ORDINALITY AS q(token_hash, i)
+       JOIN bots b ON b.token_hash = q.token_hash AND b.status = 'approved'`,
+    values: [tokenHashes],
+  });
+  const answers: (string | null)[] = tokenHashes.map(() => null);
+  for (const row of rows) answers[Number(row.i) - 1] = row.id;
+  return answers;
 }

@@ -104,14 +104,25 @@ export interface StatsWrite {
   tokenHash: string;
   botId: string | null;
   serverCount: number;
+  /** A per-shard post: the shard's id, and the shard count when the client sent it. */
+  shard?: { id: number; count: number | null } | undefined;
   now: Date;
 }
+
+/** A total above this is stored as this (only a hostile sum of shard counts gets there). */
+const MAX_TOTAL = Number.MAX_SAFE_INTEGER;
 
 /**
  * Sets the server count and the check-in timestamp (written on every post, even when the count is
  * unchanged) for a batch of concurrent posts (createBatcher, @botdir/schema): one statement that
  * also authenticates, and one commit, for all. Null for a post whose token does not own its
  * `botId` (or is unknown): the caller then works out 401 vs 404.
+ *
+ * Shards: bots.shard_counts holds each shard's latest count (element shard_id + 1). A per-shard
+ * post sets its own element (and, with a shard count, drops the elements beyond it), and the bot's
+ * server_count becomes the sum of the elements; a post without a shard id empties the array and
+ * sets the total it carries. The array is read from the row the statement locks, so two shards
+ * posting at once each see the other's count (after a lock wait PostgreSQL re-reads the newest row).
  *
  * The row lock of the CTE makes `changed` exact under concurrent posts; it is FOR NO KEY UPDATE
  * (what the UPDATE takes anyway), so it never waits for the key-share locks that vote-ingest's
@@ -123,26 +134,46 @@ export async function writeStats(db: Db, inputs: readonly StatsWrite[]): Promise
   const { rows } = await db.pool.query<{ i: string; id: string; changed: boolean }>({
     name: "api.stats",
     text: `WITH q AS (
-       SELECT * FROM unnest($1::char(64)[], $2::varchar[], $3::bigint[], $4::timestamptz[])
-         WITH ORDINALITY AS q(token_hash, bot_id, server_count, now, i)
+       SELECT * FROM unnest($1::char(64)[], $2::varchar[], $3::bigint[], $4::timestamptz[], $5::int[], $6::int[])
+         WITH ORDINALITY AS q(token_hash, bot_id, server_count, now, shard_id, shard_count, i)
      ), old AS (
-       SELECT b.id, b.server_count AS old_count, q.server_count AS new_count, q.now, q.i
+       SELECT b.id, b.server_count AS old_count, b.shard_counts AS old_shards, q.server_count AS new_count,
+              q.shard_id, q.shard_count, q.now, q.i
          FROM q
          JOIN bots b ON b.token_hash = q.token_hash AND b.status = 'approved'
                     AND (q.bot_id IS NULL OR b.id = q.bot_id)
         ORDER BY b.id
           FOR NO KEY UPDATE OF b
+     ), new AS (
+       SELECT old.*,
+              CASE WHEN old.shard_id IS NULL THEN '{}'::bigint[]
+                   ELSE ARRAY(
+                     SELECT CASE WHEN g = old.shard_id + 1 THEN old.new_count ELSE old.old_shards[g] END
+                       FROM generate_series(1, GREATEST(cardinality(old.old_shards), old.shard_id + 1)) g
+                      WHERE old.shard_count IS NULL OR g <= old.shard_count
+                      ORDER BY g)
+              END AS shards
+         FROM old
+     ), t AS (
+       SELECT new.*,
+              CASE WHEN new.shard_id IS NULL THEN new.new_count
+                   ELSE (SELECT LEAST(sum(c), $7)::bigint FROM unnest(new.shards) c)
+              END AS total
+         FROM new
      )
      UPDATE bots b
-        SET server_count = old.new_count, checked_in_at = old.now, updated_at = old.now
-       FROM old
-      WHERE b.id = old.id
-     RETURNING old.i, b.id, old.old_count IS DISTINCT FROM old.new_count AS changed`,
+        SET server_count = t.total, shard_counts = t.shards, checked_in_at = t.now, updated_at = t.now
+       FROM t
+      WHERE b.id = t.id
+     RETURNING t.i, b.id, t.old_count IS DISTINCT FROM t.total AS changed`,
     values: [
       inputs.map((x) => x.tokenHash),
       inputs.map((x) => x.botId),
       inputs.map((x) => x.serverCount),
       inputs.map((x) => x.now),
+      inputs.map((x) => x.shard?.id ?? null),
+      inputs.map((x) => x.shard?.count ?? null),
+      MAX_TOTAL,
     ],
   });
   const answers: (WriteResult | null)[] = inputs.map(() => null);
@@ -181,17 +212,29 @@ export interface WidgetCounts {
 }
 
 export const WIDGET_VOTE_DAYS = 30;
+const HOUR_MS = 60 * 60 * 1000;
 
-/** Counts for the public badge; null for an unknown or unapproved bot. */
+/**
+ * Counts for the public badge; null for an unknown or unapproved bot. "Votes in the last 30 days"
+ * are the votes of the log after `now - 30 days`, counted in time independent of their number: the
+ * partial first UTC hour from the log (an index range scan of at most one hour of the bot's votes),
+ * every later hour from the counters that the log's insert trigger keeps (vote_counts, at most
+ * 721 hours × 4 shards of one bot, read by primary key).
+ */
 export async function widgetCounts(db: Db, botId: string, now: Date): Promise<WidgetCounts | null> {
-  const since = new Date(now.getTime() - WIDGET_VOTE_DAYS * 24 * 60 * 60 * 1000);
-  const { rows } = await db.pool.query<{ server_count: number | null; votes: number }>(
-    `SELECT b.server_count,
-            (SELECT count(*) FROM vote_log l WHERE l.bot_id = b.id AND l.voted_at > $2) AS votes
+  const since = now.getTime() - WIDGET_VOTE_DAYS * 24 * HOUR_MS;
+  const firstFullHour = Math.floor(since / HOUR_MS) * HOUR_MS + HOUR_MS;
+  const { rows } = await db.pool.query<{ server_count: number | null; votes: string }>({
+    name: "api.widget",
+    text: `SELECT b.server_count,
+            (SELECT count(*) FROM vote_log l
+              WHERE l.bot_id = b.id AND l.voted_at > $2 AND l.voted_at < $3)
+          + (SELECT coalesce(sum(c.votes), 0) FROM vote_counts c
+              WHERE c.bot_id = b.id AND c.hour >= $3) AS votes
        FROM bots b
       WHERE b.id = $1 AND b.status = 'approved'`,
-    [botId, since],
-  );
+    values: [botId, new Date(since), new Date(firstFullHour)],
+  });
   const row = rows[0];
   return row ? { servers: row.server_count, votes: Number(row.votes) } : null;
 }

@@ -3,25 +3,50 @@
  * changes) and the widget cache. Cache operations are best-effort and bounded in time: PostgreSQL
  * holds the truth, and a slow or absent Redis must not fail or stall an API request.
  */
-import type { Logger } from "@botdir/schema";
-import { createBatcher, DEFAULT_BATCH_LIMITS, describeError, withTimeout } from "@botdir/schema";
+
+import { createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
+import type { Clock, Logger } from "@botdir/service-kit";
+import { describeError, systemClock, withTimeout } from "@botdir/service-kit";
 import type { Redis } from "ioredis";
 import type { WidgetCounts } from "./bots.js";
+import { createLocalCache, createSingleFlight } from "./single-flight.js";
 
 export const CACHE_TIMEOUT_MS = 200;
 export const WIDGET_CACHE_SECONDS = 300;
+/** How long a process keeps its own copy of a badge's counts, read only while Redis is unreachable. */
+export const WIDGET_LOCAL_CACHE_SECONDS = 30;
+export const WIDGET_LOCAL_CACHE_ENTRIES = 10_000;
 
 export interface Caches {
   /** The key the site's bot page is cached under. */
   pageKey(botId: string): string;
   /** Drops the bot's page cache so the site re-renders it with the new data. */
   invalidatePage(botId: string): Promise<void>;
-  getWidget(botId: string): Promise<WidgetCounts | null>;
-  setWidget(botId: string, counts: WidgetCounts): Promise<void>;
+  /**
+   * The widget's counts through the caches: Redis; while Redis is unreachable, this process's own
+   * short-lived copy; on a miss `load`, run once for all the concurrent misses of one bot in this
+   * process (single-flight) and written back to both. A null answer (not listed) is not cached; a
+   * failing `load` rejects every caller that shared it.
+   */
+  widget(botId: string, load: () => Promise<WidgetCounts | null>): Promise<WidgetCounts | null>;
 }
 
-export function createCaches(options: { redis: Redis; prefix: string; logger: Logger }): Caches {
+type RedisRead = { state: "hit"; counts: WidgetCounts } | { state: "miss" } | { state: "down" };
+
+export function createCaches(options: {
+  redis: Redis;
+  prefix: string;
+  logger: Logger;
+  clock?: Clock;
+}): Caches {
   const { redis, prefix, logger } = options;
+  const clock = options.clock ?? systemClock;
+  const local = createLocalCache<WidgetCounts>({
+    ttlMs: WIDGET_LOCAL_CACHE_SECONDS * 1000,
+    maxEntries: WIDGET_LOCAL_CACHE_ENTRIES,
+    now: () => clock.now().getTime(),
+  });
+  const fills = createSingleFlight<WidgetCounts | null>();
   const pageKey = (botId: string) => `${prefix}page:bot:${botId}`;
   // The invalidations of one event-loop turn share one DEL (createBatcher, @botdir/schema).
   const deletePages = createBatcher<string, undefined>({
@@ -33,6 +58,26 @@ export function createCaches(options: { redis: Redis; prefix: string; logger: Lo
     },
   });
   const widgetKey = (botId: string) => `${prefix}widget:bot:${botId}`;
+  async function readWidget(botId: string): Promise<RedisRead> {
+    try {
+      const raw = await withTimeout(redis.get(widgetKey(botId)), CACHE_TIMEOUT_MS);
+      if (raw === null) return { state: "miss" };
+      const parsed = JSON.parse(raw) as WidgetCounts;
+      return typeof parsed.votes === "number" ? { state: "hit", counts: parsed } : { state: "miss" };
+    } catch {
+      return { state: "down" };
+    }
+  }
+  async function writeWidget(botId: string, counts: WidgetCounts): Promise<void> {
+    try {
+      await withTimeout(
+        redis.set(widgetKey(botId), JSON.stringify(counts), "EX", WIDGET_CACHE_SECONDS),
+        CACHE_TIMEOUT_MS,
+      );
+    } catch {
+      // best-effort: the next request recomputes
+    }
+  }
   return {
     pageKey,
     async invalidatePage(botId) {
@@ -45,25 +90,21 @@ export function createCaches(options: { redis: Redis; prefix: string; logger: Lo
         );
       }
     },
-    async getWidget(botId) {
-      try {
-        const raw = await withTimeout(redis.get(widgetKey(botId)), CACHE_TIMEOUT_MS);
-        if (raw === null) return null;
-        const parsed = JSON.parse(raw) as WidgetCounts;
-        return typeof parsed.votes === "number" ? parsed : null;
-      } catch {
-        return null;
+    async widget(botId, load) {
+      const read = await readWidget(botId);
+      if (read.state === "hit") return read.counts;
+      if (read.state === "down") {
+        const kept = local.get(botId);
+        if (kept) return kept;
       }
-    },
-    async setWidget(botId, counts) {
-      try {
-        await withTimeout(
-          redis.set(widgetKey(botId), JSON.stringify(counts), "EX", WIDGET_CACHE_SECONDS),
-          CACHE_TIMEOUT_MS,
-        );
-      } catch {
-        // best-effort: the next request recomputes
-      }
+      return fills(botId, async () => {
+        const counts = await load();
+        if (counts !== null) {
+          local.set(botId, counts);
+          await writeWidget(botId, counts);
+        }
+        return counts;
+      });
     },
   };
 }

@@ -9,12 +9,15 @@ import {
   CommandsBody,
   CommandsResponse,
   componentSchemas,
+  DELIVERY_MESSAGES,
+  DeliveryAttemptsResponse,
   ErrorBody,
   errorResponse,
   HealthBody,
   type JsonObject,
   jsonContent as json,
   toJsonSchema as jsonSchema,
+  RedeliverResponse,
   schemaRef as ref,
   StatsBody,
   StatsResponse,
@@ -52,7 +55,10 @@ function authenticatedErrors(statuses: number[]): JsonObject {
       "Retry-After": { schema: { type: "integer" } },
       ...rateHeaders,
     }),
-    500: errorResponse("The request was valid but could not be completed; retry with backoff."),
+    500: errorResponse(
+      "The request was valid but could not be completed (e.g. PostgreSQL unreachable); retry after `Retry-After` seconds, with backoff.",
+      { "Retry-After": { schema: { type: "integer" } } },
+    ),
   };
   return Object.fromEntries(statuses.map((status) => [String(status), all[status]]));
 }
@@ -73,7 +79,11 @@ function operation(input: {
   parameters?: JsonObject[];
   body?: string;
   response: string;
+  /** The success status (default 200). */
+  status?: number;
   errors: number[];
+  /** Descriptions that replace the shared ones for this operation, by status. */
+  errorNotes?: Record<number, string>;
 }): JsonObject {
   return {
     summary: input.summary,
@@ -82,8 +92,15 @@ function operation(input: {
     parameters: [...(input.withId ? [idParam] : []), ...(input.parameters ?? [])],
     ...(input.body ? { requestBody: { required: true, content: json(ref(input.body)) } } : {}),
     responses: {
-      "200": { description: "OK", headers: rateHeaders, content: json(ref(input.response)) },
+      [String(input.status ?? 200)]: {
+        description: "OK",
+        headers: rateHeaders,
+        content: json(ref(input.response)),
+      },
       ...authenticatedErrors(input.errors),
+      ...Object.fromEntries(
+        Object.entries(input.errorNotes ?? {}).map(([status, text]) => [status, errorResponse(text)]),
+      ),
     },
   };
 }
@@ -108,6 +125,14 @@ const limitParam = {
   },
 };
 
+const deliveryIdParam = {
+  name: "deliveryId",
+  in: "path",
+  required: true,
+  description: "A delivery id (`X-Webhook-Delivery`) of this bot, as listed by GET …/webhook/deliveries.",
+  schema: { type: "string" },
+};
+
 const ALIAS_NOTE =
   "Same as the route with an id, for clients written for top.gg (@top-gg/sdk v3, dblapi.js, topggpy) that leave the id out: the bot is the token's.";
 
@@ -125,7 +150,7 @@ function buildPaths(): JsonObject {
     operation({
       summary: withId ? "Report the server count" : "Report the server count (bot from the token)",
       description: withId
-        ? "`server_count`, or its aliases `guilds` (discordbotlist.com) and `guildCount` (discord.bots.gg). `server_count` may be an array of per-shard counts, and a non-empty `shards` array is summed. Extra fields are ignored. The check-in time is written on every post."
+        ? "`server_count`, or its aliases `guilds` (discordbotlist.com) and `guildCount` (discord.bots.gg). `server_count` may be an array of per-shard counts, and a non-empty `shards` array is summed. A post with `shard_id` (or `shardId`) is that shard's count: the bot's count becomes the sum of its shards' latest counts, and a `shard_count` (or `shardCount`) drops the shards at or beyond it; a post without a shard id (or with a per-shard array) sets the total and clears the shard counts. `server_count` in the answer is the count posted. Other extra fields are ignored. The check-in time is written on every post."
         : ALIAS_NOTE,
       endpoint: "stats",
       withId,
@@ -155,8 +180,34 @@ function buildPaths(): JsonObject {
       response: "VotesResponse",
       errors: [401, 404, 429],
     });
+  const deliveries = operation({
+    summary: "List webhook delivery attempts",
+    description:
+      "The bot's last ten webhook delivery attempts, newest first, across its deliveries: each with its own `outcome` (`delivered` on a 2xx, else `failed`) beside its delivery's `deliveryState` now (`pending`, `delivered`, `failed`), and the `series` it belongs to (0, or n after the nth redelivery).",
+    endpoint: "deliveries",
+    withId: true,
+    response: "DeliveryAttemptsResponse",
+    errors: [401, 404, 429],
+  });
+  const redeliver = operation({
+    summary: "Redeliver a webhook delivery",
+    description:
+      "Starts a fresh series of five attempts of a `delivered` or `failed` delivery, with the same `X-Webhook-Delivery` id and the same body bytes (receivers de-duplicate on the id). The first attempt follows within about a second. No body.",
+    endpoint: "redeliver",
+    withId: true,
+    parameters: [deliveryIdParam],
+    response: "RedeliverResponse",
+    status: 202,
+    errors: [401, 404, 429, 500],
+    errorNotes: {
+      404: `\`Bot not found.\` as on every endpoint, or \`${DELIVERY_MESSAGES.notFound}\`: no delivery with this id for this bot (one body for an unknown id, another bot's delivery and an id that is not a UUID).`,
+      409: `\`${DELIVERY_MESSAGES.pending}\` or \`${DELIVERY_MESSAGES.noWebhook}\``,
+    },
+  });
   return {
     "/api/v1/bots/{id}/commands": { put: commands },
+    "/api/v1/bots/{id}/webhook/deliveries": { get: deliveries },
+    "/api/v1/bots/{id}/webhook/deliveries/{deliveryId}/redeliver": { post: redeliver },
     "/api/v1/bots/{id}/stats": { post: stats(true) },
     "/api/v1/bots/stats": { post: stats(false) },
     "/api/v1/bots/{id}/check": { get: check(true) },
@@ -228,6 +279,8 @@ export function buildOpenApi(): JsonObject {
         StatsResponse: [StatsResponse, "output"],
         VoteCheckResult: [VoteCheckResult, "output"],
         VotesResponse: [VotesResponse, "output"],
+        DeliveryAttemptsResponse: [DeliveryAttemptsResponse, "output"],
+        RedeliverResponse: [RedeliverResponse, "output"],
         Error: [ErrorBody, "output"],
         Health: [HealthBody, "output"],
       }),

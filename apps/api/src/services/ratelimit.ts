@@ -2,31 +2,38 @@
  * Per-token, per-endpoint rate limits in Redis: a fixed 60-second window that starts at the token's
  * first request (key `${prefix}rl:${endpoint}:${tokenHash}`, the count of requests, expiring with
  * the window). The requests of one event-loop turn share one Redis round trip: their keys go to one
- * Lua call (createBatcher, @botdir/schema) that increments each and returns its count and remaining
+ * Lua call (createBatcher, @botdir/batcher) that increments each and returns its count and remaining
  * milliseconds. When Redis is down or slower than `timeoutMs`, the limiter fails open: the request
  * goes through (and is still authenticated by the caller), and the event is logged without any key
  * or token.
+ *
+ * An unknown token never creates a key: the routes first call `consumeExisting`, which counts only
+ * a window that already exists (the token was known when it was opened) and answers `new`
+ * otherwise; the window is opened (`consume`) only once PostgreSQL has said the token is a bot's.
  */
-import type { Clock, Logger } from "@botdir/schema";
-import {
-  ApiError,
-  type BatchLimits,
-  createBatcher,
-  DEFAULT_BATCH_LIMITS,
-  describeError,
-  MESSAGES,
-  TimeoutError,
-  withTimeout,
-} from "@botdir/schema";
+import { type BatchLimits, createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
+import { ApiError, MESSAGES } from "@botdir/schema";
+import type { Clock, Logger } from "@botdir/service-kit";
+import { describeError, TimeoutError, withTimeout } from "@botdir/service-kit";
 import type { Response } from "express";
 import type { Redis } from "ioredis";
 
-export const LIMITED_ENDPOINTS = ["stats", "commands", "check", "votes"] as const;
+export const LIMITED_ENDPOINTS = ["stats", "commands", "check", "votes", "deliveries", "redeliver"] as const;
 export type LimitedEndpoint = (typeof LIMITED_ENDPOINTS)[number];
 export type RateLimits = Record<LimitedEndpoint, number>;
 
-/** Requests per token per minute (spec, Limits). */
-export const DEFAULT_LIMITS: RateLimits = { stats: 60, commands: 10, check: 600, votes: 60 };
+/**
+ * Requests per token per minute (spec, Limits; the webhook delivery log and redelivery are ours:
+ * docs/api.md). Redelivery is the tightest: each one can cost the receiver five requests.
+ */
+export const DEFAULT_LIMITS: RateLimits = {
+  stats: 60,
+  commands: 10,
+  check: 600,
+  votes: 60,
+  deliveries: 60,
+  redeliver: 10,
+};
 export const WINDOW_SECONDS = 60;
 /** How long a request waits for Redis before the limiter fails open. */
 export const DEFAULT_LIMITER_TIMEOUT_MS = 50;
@@ -35,16 +42,23 @@ const FAIL_OPEN_LOG_INTERVAL_MS = 10_000;
 
 /**
  * KEYS: the window keys of a batch (a key may repeat: each occurrence counts). ARGV[1]: the window
- * in milliseconds. Returns count and remaining milliseconds for each key, flattened. A key left
+ * in milliseconds; ARGV[1 + i]: '1' to open key i's window when it does not exist, '0' to count
+ * it only if it exists (count 0 otherwise, nothing written). Returns count and remaining
+ * milliseconds for each key, flattened. A key left
  * without an expiry (never written so by us) gets the window, so no count can outlive it.
  */
 const CONSUME_SCRIPT = `
 local window = tonumber(ARGV[1])
 local out = {}
 for i = 1, #KEYS do
-  local count = redis.call('INCR', KEYS[i])
+  local count = 0
+  if ARGV[i + 1] == '1' or redis.call('EXISTS', KEYS[i]) == 1 then
+    count = redis.call('INCR', KEYS[i])
+  end
   local ttl = window
-  if count == 1 then
+  if count == 0 then
+    ttl = 0
+  elseif count == 1 then
     redis.call('PEXPIRE', KEYS[i], window)
   else
     ttl = redis.call('PTTL', KEYS[i])
@@ -64,13 +78,31 @@ interface LimiterCommands {
 }
 
 export type RateDecision =
-  | { kind: "allowed" | "limited"; limit: number; remaining: number; resetSeconds: number }
+  | {
+      kind: "allowed" | "limited";
+      limit: number;
+      remaining: number;
+      resetSeconds: number;
+      /** Milliseconds until the window resets, as Redis reported them (resetSeconds rounds up). */
+      resetMs: number;
+    }
   /** Fail-open: the store did not answer in time, so nothing is known about the window. */
   | { kind: "unknown"; limit: number };
 
+/** `consumeExisting` found no window: the token has not been counted (nor authenticated) yet. */
+export interface NewWindow {
+  kind: "new";
+  limit: number;
+}
+
 export interface RateLimiter {
-  /** Counts one request of `key` (the token hash) against `endpoint`. Never rejects. */
+  /** Counts one request of `key` (the token hash) against `endpoint`, opening its window. Never rejects. */
   consume(endpoint: LimitedEndpoint, key: string): Promise<RateDecision>;
+  /**
+   * Counts one request only if `key`'s window exists; `new` (nothing written) otherwise. For
+   * requests whose token PostgreSQL has not confirmed yet. Never rejects.
+   */
+  consumeExisting(endpoint: LimitedEndpoint, key: string): Promise<RateDecision | NewWindow>;
 }
 
 export interface RateLimiterOptions {
@@ -93,15 +125,20 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
     options.redis.defineCommand("botdirConsumeWindows", { lua: CONSUME_SCRIPT });
   }
   const redis = options.redis as Redis & LimiterCommands;
-  const consumeWindows = createBatcher<string, { count: number; ttlMs: number }>({
+  const consumeWindows = createBatcher<{ key: string; open: boolean }, { count: number; ttlMs: number }>({
     ...(options.batching ?? DEFAULT_BATCH_LIMITS),
     isolateFailures: false,
-    run: async (keys) => {
+    run: async (inputs) => {
       const flat = await withTimeout(
-        redis.botdirConsumeWindows(keys.length, ...keys, WINDOW_SECONDS * 1000),
+        redis.botdirConsumeWindows(
+          inputs.length,
+          ...inputs.map((x) => x.key),
+          WINDOW_SECONDS * 1000,
+          ...inputs.map((x) => (x.open ? "1" : "0")),
+        ),
         timeoutMs,
       );
-      return keys.map((_, i) => ({ count: Number(flat[2 * i]), ttlMs: Number(flat[2 * i + 1]) }));
+      return inputs.map((_, i) => ({ count: Number(flat[2 * i]), ttlMs: Number(flat[2 * i + 1]) }));
     },
   });
   const lastLogged = new Map<LimitedEndpoint, { at: number; suppressed: number }>();
@@ -126,24 +163,32 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
     lastLogged.set(endpoint, { at: now, suppressed: 0 });
   }
 
+  async function count(endpoint: LimitedEndpoint, key: string, open: boolean) {
+    const limit = limits[endpoint];
+    try {
+      const { count, ttlMs } = await consumeWindows({ key: `${options.prefix}rl:${endpoint}:${key}`, open });
+      if (count === 0) return { kind: "new", limit } as const;
+      const resetSeconds = toSeconds(ttlMs);
+      return count > limit
+        ? ({ kind: "limited", limit, remaining: 0, resetSeconds, resetMs: ttlMs } as const)
+        : ({ kind: "allowed", limit, remaining: limit - count, resetSeconds, resetMs: ttlMs } as const);
+    } catch (error) {
+      logFailOpen(endpoint, error);
+      return { kind: "unknown", limit } as const;
+    }
+  }
+
   return {
     async consume(endpoint, key) {
-      const limit = limits[endpoint];
-      try {
-        const { count, ttlMs } = await consumeWindows(`${options.prefix}rl:${endpoint}:${key}`);
-        const resetSeconds = toSeconds(ttlMs);
-        return count > limit
-          ? { kind: "limited", limit, remaining: 0, resetSeconds }
-          : { kind: "allowed", limit, remaining: limit - count, resetSeconds };
-      } catch (error) {
-        logFailOpen(endpoint, error);
-        return { kind: "unknown", limit };
-      }
+      const decision = await count(endpoint, key, true);
+      // Not reachable (an opened window counts at least 1); kept total for the type.
+      return decision.kind === "new" ? { kind: "unknown", limit: decision.limit } : decision;
     },
+    consumeExisting: (endpoint, key) => count(endpoint, key, false),
   };
 }
 
-function toSeconds(ttlMs: number): number {
+export function toSeconds(ttlMs: number): number {
   return Math.max(1, Math.ceil(ttlMs / 1000));
 }
 

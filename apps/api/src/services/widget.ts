@@ -11,6 +11,7 @@ const HEIGHT = 20;
 const LABEL_COLOR = "#555";
 const VALUE_COLOR = "#4c1";
 const NEUTRAL_COLOR = "#9f9f9f";
+const ERROR_COLOR = "#e05d44";
 
 function escapeXml(text: string): string {
   return text.replace(/[<>&"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -72,5 +73,19 @@ export function renderBadge(counts: WidgetCounts | null): string {
       { text: votes, color: VALUE_COLOR },
     ],
     `servers: ${servers}, votes (30 days): ${votes}`,
+  );
+}
+
+/**
+ * The badge when the counts could not be read (database error or timeout). It says so instead of
+ * guessing: a listed bot must never be shown as "not listed" because a query failed.
+ */
+export function renderErrorBadge(): string {
+  return render(
+    [
+      { text: "bot directory", color: LABEL_COLOR },
+      { text: "unavailable", color: ERROR_COLOR },
+    ],
+    "bot directory: temporarily unavailable",
   );
 }

@@ -1,28 +1,61 @@
 /**
  * `pnpm botctl …`, the operator CLI. A thin shell over the same service modules as the internal
  * HTTP endpoints. Prints one JSON object on stdout; on failure prints {"error": "..."} and exits 1.
+ * Progress of long commands (`secrets reencrypt`) goes to stderr.
  */
 import { pathToFileURL } from "node:url";
 import { createDb, type Db } from "@botdir/db";
-import { ApiError, BotId, EnvError, parseOrThrow, systemClock, UserId } from "@botdir/schema";
+import { ApiError, BotId, parseOrThrow, UserId } from "@botdir/schema";
+import { EnvError, systemClock } from "@botdir/service-kit";
 import { type CliEnv, loadCliEnv } from "../env.js";
-import { createListings, secretBoxFromKey } from "../services/listings.js";
+import { createListings, secretBoxFromEnv } from "../services/listings.js";
+import { redeliverFromCli } from "./redeliver.js";
+import { reencryptSecrets } from "./reencrypt.js";
 import { castVoteFromCli } from "./vote-cast.js";
 
-const USAGE = [
-  "botctl bot create <id> [--approve]",
-  "botctl bot approve <id>",
-  "botctl token rotate <id>",
-  "botctl webhook set <id> <url>",
-  "botctl webhook clear <id>",
-  "botctl webhook deliveries <id>",
-  "botctl vote cast <botId> <userId>",
-].join(" | ");
+/** Every command with what it prints; `botctl --help` lists them (keep in step with `commands`). */
+const COMMANDS: [string, string][] = [
+  ["bot create <id> [--approve]", "submit a bot (pending, or approved at once)"],
+  ["bot approve <id>", "approve a pending bot"],
+  ["token rotate <id>", "a new API token, shown once; the old one stops working"],
+  ["webhook set <id> <url>", "set the webhook URL; a new secret, shown once, no overlap"],
+  ["webhook clear <id>", "remove the webhook URL and its secret"],
+  ["webhook deliveries <id>", "the last ten delivery attempts, newest first (tests marked)"],
+  [
+    "webhook rotate-secret <id>",
+    "a new secret, shown once; the previous one signs beside it for the overlap",
+  ],
+  ["webhook test <id>", "send one signed webhook.test request now; prints its outcome"],
+  ["webhook redeliver <id> <deliveryId>", "five fresh attempts of a delivery, same id and body"],
+  ["webhook enable <id>", "re-enable a webhook disabled as dead"],
+  ["secrets reencrypt", "re-encrypt stored webhook secrets under the current key"],
+  ["vote cast <botId> <userId>", "cast a vote as the site does"],
+];
+
+const USAGE = COMMANDS.map(([usage]) => `botctl ${usage}`).join(" | ");
+
+/** `botctl --help`: one command a line, on stdout. */
+export const HELP = [
+  "Usage: pnpm botctl <command> (prints one JSON object; exits 1 on failure)",
+  "",
+  "Commands:",
+  ...COMMANDS.map(([usage, what]) => `  botctl ${usage.padEnd(37)} ${what}`),
+  "",
+  "Environment: DATABASE_URL, REDIS_URL, SECRET_ENCRYPTION_KEYS (or SECRET_ENCRYPTION_KEY),",
+  "WEBHOOK_ALLOW_PRIVATE_TARGETS, QUEUE_PREFIX, WEBHOOK_SECRET_OVERLAP_MS.",
+].join("\n");
 
 /** Flags each command accepts; any other flag is refused, so a typo cannot change the meaning. */
 const FLAGS: Record<string, string[]> = { "bot create": ["--approve"] };
 
 class UsageError extends Error {}
+
+/** A command that prints its output and still exits 1. */
+class ExitWith extends Error {
+  constructor(readonly output: unknown) {
+    super("exit 1");
+  }
+}
 
 function botIdArg(value: string | undefined): string {
   if (value === undefined) throw new UsageError(`Missing bot id. Usage: ${USAGE}`);
@@ -36,12 +69,14 @@ function urlArg(value: string | undefined): string {
 
 type Handler = (args: string[], flags: Set<string>, db: Db) => Promise<unknown>;
 
-function commands(db: Db, env: CliEnv): Record<string, Handler> {
+function commands(db: Db, env: CliEnv, progress: (line: string) => void): Record<string, Handler> {
+  const secretBox = secretBoxFromEnv(env);
   const listings = createListings({
     db,
     clock: systemClock,
-    secretBox: secretBoxFromKey(env.SECRET_ENCRYPTION_KEY),
+    secretBox,
     allowPrivateTargets: env.WEBHOOK_ALLOW_PRIVATE_TARGETS,
+    secretOverlapMs: env.WEBHOOK_SECRET_OVERLAP_MS,
   });
   return {
     "bot create": (args, flags) => listings.createBot(botIdArg(args[0]), { approve: flags.has("--approve") }),
@@ -50,6 +85,25 @@ function commands(db: Db, env: CliEnv): Record<string, Handler> {
     "webhook set": (args) => listings.setWebhook(botIdArg(args[0]), urlArg(args[1])),
     "webhook clear": (args) => listings.clearWebhook(botIdArg(args[0])),
     "webhook deliveries": (args) => listings.listAttempts(botIdArg(args[0])),
+    "webhook redeliver": (args) => {
+      const botId = botIdArg(args[0]);
+      if (args[1] === undefined) {
+        throw new UsageError("Missing delivery id. Usage: botctl webhook redeliver <id> <deliveryId>");
+      }
+      return redeliverFromCli(
+        {
+          db,
+          redisUrl: env.REDIS_URL,
+          secretBox,
+          queuePrefix: env.QUEUE_PREFIX,
+        },
+        botId,
+        args[1],
+      );
+    },
+    "webhook rotate-secret": (args) => listings.rotateSecret(botIdArg(args[0])),
+    "webhook test": (args) => listings.sendTestEvent(botIdArg(args[0])),
+    "webhook enable": (args) => listings.enableWebhook(botIdArg(args[0])),
     "vote cast": (args) => {
       const botId = botIdArg(args[0]);
       if (args[1] === undefined) throw new UsageError(`Missing user id. Usage: ${USAGE}`);
@@ -59,7 +113,19 @@ function commands(db: Db, env: CliEnv): Record<string, Handler> {
         parseOrThrow(UserId, args[1], "The user id"),
       );
     },
+    "secrets reencrypt": async () => {
+      if (!secretBox) throw new UsageError("SECRET_ENCRYPTION_KEYS (or SECRET_ENCRYPTION_KEY) is not set.");
+      const summary = await reencryptSecrets(db, secretBox, { progress });
+      // Secrets no key decrypts stay as they are: exit 1, so `reencrypt && remove the old key` stops.
+      if (summary.unreadable > 0) throw new ExitWith(summary);
+      return summary;
+    },
   };
+}
+
+/** `--help`, `-h` or `help` anywhere before a command word, or nothing at all. */
+export function wantsHelp(argv: readonly string[]): boolean {
+  return argv.length === 0 || argv[0] === "help" || argv.includes("--help") || argv.includes("-h");
 }
 
 function describeFailure(error: unknown): string {
@@ -76,6 +142,7 @@ function describeFailure(error: unknown): string {
 export async function runBotctl(
   argv: string[],
   source?: Record<string, string | undefined>,
+  progress: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
 ): Promise<{ code: number; output: unknown }> {
   const flags = new Set(argv.filter((a) => a.startsWith("--")));
   const words = argv.filter((a) => !a.startsWith("--"));
@@ -83,7 +150,7 @@ export async function runBotctl(
   try {
     const env = loadCliEnv(source);
     db = createDb({ url: env.DATABASE_URL, poolMax: 2 });
-    const table = commands(db, env);
+    const table = commands(db, env, progress);
     const key = words.slice(0, 2).join(" ");
     const handler = table[key];
     if (!handler) throw new UsageError(`Unknown command. Usage: ${USAGE}`);
@@ -93,6 +160,7 @@ export async function runBotctl(
   } catch (error) {
     // An ApiError prints its whole body, e.g. the 409 of `vote cast` carries nextVoteAt.
     if (error instanceof ApiError) return { code: 1, output: error.body() };
+    if (error instanceof ExitWith) return { code: 1, output: error.output };
     if (error instanceof UsageError || error instanceof EnvError) {
       return { code: 1, output: { error: error.message } };
     }
@@ -105,7 +173,12 @@ export async function runBotctl(
 // Run only when executed (`pnpm botctl`, `node --import tsx botctl.ts`), not when a test imports it.
 const entry = process.argv[1];
 if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
-  const { code, output } = await runBotctl(process.argv.slice(2));
+  const argv = process.argv.slice(2);
+  if (wantsHelp(argv)) {
+    process.stdout.write(`${HELP}\n`);
+    process.exit(0);
+  }
+  const { code, output } = await runBotctl(argv);
   process.stdout.write(`${JSON.stringify(output)}\n`);
   process.exitCode = code;
 }

@@ -3,10 +3,9 @@
  * the vote is written and its delivery handed off (or left to the relay) exactly as for the site.
  */
 import type { Db } from "@botdir/db";
-import { type Clock, DEFAULT_QUEUE_PREFIX, FAIL_FAST_REDIS, type Logger, systemClock } from "@botdir/schema";
-import { Redis } from "ioredis";
-import { createDeliveryQueue } from "../outbox/queue.js";
+import { type Clock, type Logger, systemClock } from "@botdir/service-kit";
 import { type CastVoteResult, createVotes } from "../services/votes.js";
+import { quiet, withCliQueue } from "./cli-queue.js";
 
 export interface VoteCastCliDeps {
   db: Db;
@@ -17,8 +16,6 @@ export interface VoteCastCliDeps {
   logger?: Logger;
 }
 
-const quiet: Logger = { info() {}, warn() {}, error() {} };
-
 /** Casts one vote; ids are already validated. Throws the service's ApiError on 404/409. */
 export async function castVoteFromCli(
   deps: VoteCastCliDeps,
@@ -27,25 +24,9 @@ export async function castVoteFromCli(
 ): Promise<CastVoteResult> {
   const logger = deps.logger ?? quiet;
   // Fail fast like the app: a Redis outage must not block the vote; the relay hands off later.
-  const redis = new Redis(deps.redisUrl, {
-    ...FAIL_FAST_REDIS,
-    lazyConnect: true,
-    retryStrategy: () => null,
-  });
-  redis.on("error", () => {});
-  await redis.connect().catch(() => {});
-  const deliveryQueue = createDeliveryQueue({
-    db: deps.db,
-    redis,
-    prefix: deps.queuePrefix ?? DEFAULT_QUEUE_PREFIX,
-    logger,
-  });
-  try {
+  return withCliQueue({ ...deps, logger }, async (deliveryQueue) => {
     const votes = createVotes({ db: deps.db, clock: deps.clock ?? systemClock, logger, deliveryQueue });
     const { vote, nextVoteAt } = await votes.castVote(botId, userId);
     return { vote, nextVoteAt };
-  } finally {
-    await deliveryQueue.close().catch(() => {});
-    redis.disconnect();
-  }
+  });
 }

@@ -4,14 +4,8 @@
  * unavailable the add is skipped at once and the outbox relay hands the delivery off later.
  */
 import type { Db } from "@botdir/db";
-import {
-  type DeliveryHandOff,
-  deliveryJobOptions,
-  describeError,
-  type Logger,
-  QUEUES,
-  withTimeout,
-} from "@botdir/schema";
+import { type DeliveryHandOff, deliveryJobData, deliveryJobOptions, QUEUES } from "@botdir/schema";
+import { describeError, type Logger, withTimeout } from "@botdir/service-kit";
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 
@@ -92,16 +86,17 @@ export function createDeliveryQueue(options: DeliveryQueueOptions): DeliveryQueu
     return flushing;
   }
 
-  async function add(deliveries: readonly DeliveryHandOff[], now: Date): Promise<boolean> {
-    if (deliveries.length === 0) return true;
+  /** One addBulk; each delivery's delay is computed against its own `now`. */
+  async function addAt(items: readonly { delivery: DeliveryHandOff; now: Date }[]): Promise<boolean> {
+    if (items.length === 0) return true;
     if (redis.status !== "ready") return false;
     try {
       await withTimeout(
         queue.addBulk(
-          deliveries.map((d) => ({
+          items.map(({ delivery, now }) => ({
             name: JOB_NAME,
-            data: { deliveryId: d.id },
-            opts: deliveryJobOptions(d, now),
+            data: deliveryJobData(delivery),
+            opts: deliveryJobOptions(delivery, now),
           })),
         ),
         addTimeoutMs,
@@ -112,17 +107,33 @@ export function createDeliveryQueue(options: DeliveryQueueOptions): DeliveryQueu
     }
   }
 
+  const add = (deliveries: readonly DeliveryHandOff[], now: Date) =>
+    addAt(deliveries.map((delivery) => ({ delivery, now })));
+
+  // Request-path hand-offs of one event-loop turn go to Redis as one addBulk (one MULTI, one
+  // round trip) instead of one add per vote: the votes of a batched cast statement commit
+  // together, so their hand-offs arrive together. An idle server adds no wait (setImmediate).
+  let pending: { delivery: DeliveryHandOff; now: Date; resolve: (ok: boolean) => void }[] = [];
+  async function handOffPending(): Promise<void> {
+    const batch = pending;
+    pending = [];
+    const ok = await addAt(batch);
+    if (ok) {
+      for (const p of batch) marks.push({ id: p.delivery.id, at: p.now });
+      markTimer ??= setTimeout(() => void flush(), markBatchMs);
+    }
+    for (const p of batch) p.resolve(ok);
+  }
+
   return {
     queue,
     add,
     isReady: () => redis.status === "ready",
-    async handOff(delivery, now) {
-      const ok = await add([delivery], now);
-      if (ok) {
-        marks.push({ id: delivery.id, at: now });
-        markTimer ??= setTimeout(() => void flush(), markBatchMs);
-      }
-      return ok;
+    handOff(delivery, now) {
+      return new Promise<boolean>((resolve) => {
+        if (pending.length === 0) setImmediate(() => void handOffPending());
+        pending.push({ delivery, now, resolve });
+      });
     },
     flush,
     async close() {

@@ -8,7 +8,7 @@
  * hand-off is harmless. While Redis is unavailable a tick does nothing (one log line per outage).
  */
 import type { Db } from "@botdir/db";
-import { type Clock, describeError, type Logger } from "@botdir/schema";
+import { type Clock, describeError, type Logger } from "@botdir/service-kit";
 import type { DeliveryQueue } from "./queue.js";
 
 export interface OutboxRelayOptions {
@@ -47,12 +47,13 @@ export interface OutboxRelayStats {
 
 interface DueRow {
   id: string;
+  bot_id: string;
   attempts_made: number;
   next_attempt_at: Date;
 }
 
 const CLAIM_SQL = `
-SELECT id, attempts_made, next_attempt_at
+SELECT id, bot_id, attempts_made, next_attempt_at
   FROM webhook_deliveries
  WHERE state = 'pending'
    AND ((handed_off_at IS NULL AND created_at <= $1::timestamptz - make_interval(secs => $2::double precision / 1000))
@@ -106,7 +107,12 @@ export function createOutboxRelay(options: OutboxRelayOptions) {
         return 0;
       }
       const ok = await queue.add(
-        rows.map((r) => ({ id: r.id, attemptsMade: r.attempts_made, nextAttemptAt: r.next_attempt_at })),
+        rows.map((r) => ({
+          id: r.id,
+          botId: r.bot_id,
+          attemptsMade: r.attempts_made,
+          nextAttemptAt: r.next_attempt_at,
+        })),
         now,
       );
       if (!ok) {

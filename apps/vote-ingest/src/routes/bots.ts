@@ -1,20 +1,31 @@
-import { methodNotAllowed, routeBase } from "@botdir/schema";
+import { methodNotAllowed, routeBase } from "@botdir/service-kit";
 import express, { type Router } from "express";
-import type { IngestDeps } from "../app.js";
+import type { IngestDeps } from "../deps.js";
 import { requireInternalKey } from "../internal-auth.js";
 import { createListings } from "../services/listings.js";
 import { registerApproveBot } from "./bots/approve.js";
 import { registerCreateBot } from "./bots/create.js";
 import { registerDeliveries } from "./bots/deliveries.js";
+import { registerRedeliver } from "./bots/redeliver.js";
 import { registerShowBot } from "./bots/show.js";
 import { registerRotateToken } from "./bots/token.js";
 import { registerWebhook } from "./bots/webhook.js";
+import { registerWebhookOwner } from "./bots/webhook-owner.js";
 
 export const BOTS_PATH = "/internal/v1/bots";
 
 export type BotManagementDeps = Pick<
   IngestDeps,
-  "db" | "clock" | "internalApiKey" | "secretBox" | "allowPrivateTargets" | "webhookResolver"
+  | "db"
+  | "clock"
+  | "internalApiKey"
+  | "secretBox"
+  | "allowPrivateTargets"
+  | "webhookResolver"
+  | "deliveryQueue"
+  | "webhookSecretOverlapMs"
+  | "webhookTestsPerMinute"
+  | "webhookDnsTimeoutMs"
 >;
 
 /**
@@ -28,6 +39,10 @@ export function registerBotManagement(router: Router, deps: BotManagementDeps): 
     secretBox: deps.secretBox ?? null,
     allowPrivateTargets: deps.allowPrivateTargets ?? false,
     ...(deps.webhookResolver === undefined ? {} : { resolver: deps.webhookResolver }),
+    ...(deps.deliveryQueue ? { deliveryQueue: deps.deliveryQueue } : {}),
+    ...(deps.webhookSecretOverlapMs === undefined ? {} : { secretOverlapMs: deps.webhookSecretOverlapMs }),
+    ...(deps.webhookTestsPerMinute === undefined ? {} : { testEventsPerMinute: deps.webhookTestsPerMinute }),
+    ...(deps.webhookDnsTimeoutMs === undefined ? {} : { dnsTimeoutMs: deps.webhookDnsTimeoutMs }),
   });
   const bots = express.Router();
   bots.use(routeBase(BOTS_PATH)); // route labels of metrics and logs: "/internal/v1/bots/:id/..."
@@ -38,7 +53,9 @@ export function registerBotManagement(router: Router, deps: BotManagementDeps): 
   registerApproveBot(bots, listings);
   registerRotateToken(bots, listings);
   registerWebhook(bots, listings);
+  registerWebhookOwner(bots, listings);
   registerDeliveries(bots, listings);
+  registerRedeliver(bots, listings);
   registerShowBot(bots, listings);
 
   bots.all("/", methodNotAllowed(["POST"]));
@@ -47,6 +64,10 @@ export function registerBotManagement(router: Router, deps: BotManagementDeps): 
   bots.all("/:id/token", methodNotAllowed(["POST"]));
   bots.all("/:id/webhook", methodNotAllowed(["PUT", "DELETE"]));
   bots.all("/:id/webhook/deliveries", methodNotAllowed(["GET"]));
+  bots.all("/:id/webhook/deliveries/:deliveryId/redeliver", methodNotAllowed(["POST"]));
+  bots.all("/:id/webhook/secret", methodNotAllowed(["POST"]));
+  bots.all("/:id/webhook/test", methodNotAllowed(["POST"]));
+  bots.all("/:id/webhook/enable", methodNotAllowed(["POST"]));
 
   router.use(BOTS_PATH, bots);
 }

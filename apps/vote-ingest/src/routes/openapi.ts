@@ -3,9 +3,9 @@
  * zod schemas. Behind INTERNAL_API_KEY like every /internal/v1 endpoint: it describes internal
  * endpoints, and its readers (the site's developers, operators) hold the key.
  */
-import { methodNotAllowed } from "@botdir/schema";
+import { methodNotAllowed } from "@botdir/service-kit";
 import type { Router } from "express";
-import type { IngestDeps } from "../app.js";
+import type { IngestDeps } from "../deps.js";
 import { requireInternalKey } from "../internal-auth.js";
 import { buildOpenApi } from "../services/openapi.js";
 

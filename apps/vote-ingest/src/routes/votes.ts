@@ -1,5 +1,6 @@
 /** POST /internal/v1/votes: the site frontend casts a vote (INTERNAL_API_KEY). */
-import { CastVoteBody, methodNotAllowed, parseOrThrow, requireJson, sendJson } from "@botdir/schema";
+import { CastVoteBody, parseOrThrow } from "@botdir/schema";
+import { methodNotAllowed, requireJson, sendJson } from "@botdir/service-kit";
 import express, { type Router } from "express";
 import { requireInternalKey } from "../internal-auth.js";
 import type { Votes } from "../services/votes.js";

@@ -3,26 +3,26 @@
  * page) and `pnpm botctl`. Tokens are generated here, shown once, and stored only as a hash;
  * webhook secrets are generated here, shown once, and stored encrypted (AES-256-GCM).
  */
+
+import { randomUUID } from "node:crypto";
 import {
   createSecretBox,
   type Db,
   generateToken,
   generateWebhookSecret,
   hashToken,
+  listRecentAttempts,
   Prisma,
-  parseEncryptionKey,
+  redeliver,
   type SecretBox,
   toIso,
   toIsoOrNull,
 } from "@botdir/db";
-import {
-  ApiError,
-  type Clock,
-  checkWebhookUrl,
-  MESSAGES,
-  type Resolver,
-  systemResolver,
-} from "@botdir/schema";
+import { ApiError, DELIVERY_MESSAGES, MESSAGES, type RedeliverResponse } from "@botdir/schema";
+import { type Clock, type KeyRingEnv, keyRing } from "@botdir/service-kit";
+import { checkWebhookUrl, type Resolver, systemResolver } from "@botdir/webhook-targets";
+import type { DeliveryQueue } from "../outbox/queue.js";
+import { buildTestRequest, sendTestRequest, type TestOutcome } from "./webhook-test.js";
 
 export interface ListingsDeps {
   db: Db;
@@ -33,7 +33,26 @@ export interface ListingsDeps {
   allowPrivateTargets?: boolean;
   /** Resolves webhook host names to refuse private DNS answers; null skips the DNS check. */
   resolver?: Resolver | null;
+  /** Hands redeliveries to the queue; without it the outbox relay does at its next tick. */
+  deliveryQueue?: Pick<DeliveryQueue, "handOff">;
+  /** WEBHOOK_SECRET_OVERLAP_MS: how long a rotated-out secret keeps signing (default 24 h). */
+  secretOverlapMs?: number;
+  /** Test events per bot per minute (default TEST_EVENTS_PER_MINUTE). */
+  testEventsPerMinute?: number;
+  /** Deadline of a test event's request (default 10 s, as an attempt). */
+  testTimeoutMs?: number;
+  /**
+   * Deadline of that lookup (WEBHOOK_DNS_TIMEOUT_MS; default 3 s), injected resolvers included: a
+   * name that does not answer in time is accepted and checked again by the dispatcher.
+   */
+  dnsTimeoutMs?: number;
 }
+
+export const DEFAULT_SECRET_OVERLAP_MS = 24 * 60 * 60 * 1000;
+export const TEST_EVENTS_PER_MINUTE = 5;
+
+/** `active`, or `disabled` after every attempt failed for WEBHOOK_DISABLE_AFTER_MS (dispatcher). */
+export type WebhookState = "active" | "disabled";
 
 export type BotStatusName = "pending" | "approved";
 
@@ -52,39 +71,40 @@ export interface ListingView {
   server_count: number | null;
   checked_in_at: string | null;
   webhook_url: string | null;
+  /** null without a URL; `disabled` when the dispatcher gave up on a dead endpoint. */
+  webhook_state: WebhookState | null;
+  webhook_disabled_reason: string | null;
+  webhook_disabled_at: string | null;
   has_token: boolean;
   token_created_at: string | null;
   created_at: string;
 }
 
-/**
- * The state of the attempt's delivery, as the edit page shows it: `delivered`, `failed` (five
- * attempts made, no more will follow), or `retrying` (the delivery is still pending).
- */
-export type AttemptOutcome = "delivered" | "failed" | "retrying";
+import type { AttemptView } from "@botdir/db";
 
-export interface AttemptView {
-  deliveryId: string;
-  attempt: number;
-  statusCode: number | null;
-  /** null when the attempt succeeded; otherwise e.g. http_status, timeout, connection, redirect. */
-  errorKind: string | null;
-  outcome: AttemptOutcome;
-  attemptedAt: string;
-}
-
-/** The edit page lists the last ten attempts. */
-export const ATTEMPTS_SHOWN = 10;
+export { ATTEMPTS_SHOWN } from "@botdir/db";
+export type { AttemptView };
 
 const NO_ENCRYPTION_KEY =
   "Webhook secrets cannot be stored: SECRET_ENCRYPTION_KEY is not configured on this service.";
 
-/** The secret box for SECRET_ENCRYPTION_KEY (64 hex characters or base64 of 32 bytes), or null. */
-export function secretBoxFromKey(key: string | undefined): SecretBox | null {
-  if (!key) return null;
-  const bytes = parseEncryptionKey(key);
-  if (!bytes) throw new Error("SECRET_ENCRYPTION_KEY must be 32 bytes as 64 hex characters or base64.");
-  return createSecretBox(bytes);
+/**
+ * The secret box of the key ring (SECRET_ENCRYPTION_KEYS, or SECRET_ENCRYPTION_KEY as a ring of
+ * one; keys already validated by env.ts), or null when neither is configured.
+ */
+export function secretBoxFromEnv(env: KeyRingEnv): SecretBox | null {
+  const keys = keyRing(env);
+  return keys.length === 0 ? null : createSecretBox(keys);
+}
+
+const NO_WEBHOOK = "The bot has no webhook URL configured.";
+
+/** Clears a rotation's overlap (a new URL gets a fresh secret with no overlap). */
+const NO_OVERLAP = { webhookPreviousSecretEncrypted: null, webhookPreviousSecretUntil: null };
+
+/** (Re-)enables the webhook: failures before `now` no longer count toward disabling it. */
+function enabledAt(now: Date) {
+  return { webhookEnabledAt: now, webhookDisabledAt: null, webhookDisabledReason: null };
 }
 
 function isUniqueViolation(error: unknown): boolean {
@@ -99,14 +119,14 @@ function notFound(): ApiError {
   return new ApiError("not_found", MESSAGES.botNotFound);
 }
 
-function outcomeOf(state: "pending" | "delivered" | "failed"): AttemptOutcome {
-  return state === "pending" ? "retrying" : state;
-}
-
 export function createListings(deps: ListingsDeps) {
   const { prisma } = deps.db;
   const allowPrivate = deps.allowPrivateTargets ?? false;
   const resolver = deps.resolver === undefined ? systemResolver : deps.resolver;
+  const rules = {
+    allowPrivate,
+    ...(deps.dnsTimeoutMs === undefined ? {} : { dnsTimeoutMs: deps.dnsTimeoutMs }),
+  };
 
   /** Runs an update of one bot; a bot deleted in between is a 404, not a 500. */
   async function updateBot<T>(run: () => Promise<T>): Promise<T> {
@@ -187,19 +207,135 @@ export function createListings(deps: ListingsDeps) {
      */
     async setWebhook(id: string, rawUrl: string): Promise<{ id: string; url: string; secret: string }> {
       await requireBot(id);
-      const verdict = await checkWebhookUrl(rawUrl, { allowPrivate }, resolver);
+      const verdict = await checkWebhookUrl(rawUrl, rules, resolver);
       if (!verdict.ok) throw new ApiError("bad_request", verdict.reason);
       if (!deps.secretBox) throw new ApiError("unavailable", NO_ENCRYPTION_KEY);
       const secret = generateWebhookSecret();
       const encrypted = deps.secretBox.encrypt(secret);
       const now = deps.clock.now();
+      // A new URL: a fresh secret with no overlap, and a (re-)enabled webhook.
       await updateBot(() =>
         prisma.bot.update({
           where: { id },
-          data: { webhookUrl: verdict.url, webhookSecretEncrypted: encrypted, updatedAt: now },
+          data: {
+            webhookUrl: verdict.url,
+            webhookSecretEncrypted: encrypted,
+            ...NO_OVERLAP,
+            ...enabledAt(now),
+            updatedAt: now,
+          },
         }),
       );
       return { id, url: verdict.url, secret };
+    },
+
+    /**
+     * A new secret for the configured URL, shown once. For WEBHOOK_SECRET_OVERLAP_MS the previous
+     * secret (kept encrypted) signs webhook-signature beside the new one, so receivers can switch
+     * without dropping deliveries; Authorization and X-Webhook-Signature-256 use the new one at once.
+     */
+    async rotateSecret(id: string): Promise<{ id: string; secret: string }> {
+      const bot = await prisma.bot.findUnique({
+        where: { id },
+        select: { webhookUrl: true, webhookSecretEncrypted: true },
+      });
+      if (!bot) throw notFound();
+      if (!bot.webhookUrl || !bot.webhookSecretEncrypted) throw new ApiError("conflict", NO_WEBHOOK);
+      if (!deps.secretBox) throw new ApiError("unavailable", NO_ENCRYPTION_KEY);
+      const secret = generateWebhookSecret();
+      const now = deps.clock.now();
+      const until = new Date(now.getTime() + (deps.secretOverlapMs ?? DEFAULT_SECRET_OVERLAP_MS));
+      // Conditional on the secret read above, so two concurrent rotations cannot both keep a
+      // "previous" that never signed anything; the loser retries against the winner's secret.
+      const { count } = await prisma.bot.updateMany({
+        where: { id, webhookSecretEncrypted: bot.webhookSecretEncrypted },
+        data: {
+          webhookSecretEncrypted: deps.secretBox.encrypt(secret),
+          webhookPreviousSecretEncrypted: bot.webhookSecretEncrypted,
+          webhookPreviousSecretUntil: until,
+          updatedAt: now,
+        },
+      });
+      if (count !== 1) throw new ApiError("conflict", "The webhook changed meanwhile; retry the rotation.");
+      return { id, secret };
+    },
+
+    /** Re-enables a webhook disabled as dead; an active one stays active. */
+    async enableWebhook(id: string): Promise<{ id: string; state: WebhookState }> {
+      const bot = await prisma.bot.findUnique({ where: { id }, select: { webhookUrl: true } });
+      if (!bot) throw notFound();
+      if (!bot.webhookUrl) throw new ApiError("conflict", NO_WEBHOOK);
+      const now = deps.clock.now();
+      await prisma.bot.updateMany({
+        where: { id, webhookDisabledAt: { not: null } },
+        data: { ...enabledAt(now), updatedAt: now },
+      });
+      return { id, state: "active" };
+    },
+
+    /**
+     * Sends one signed `webhook.test` request to the configured URL now and answers with its
+     * outcome. Nothing enters the vote log; the attempt is listed in the attempt log as a test.
+     * At most testEventsPerMinute per bot (429 with retryAfter beyond).
+     */
+    async sendTestEvent(id: string): Promise<TestOutcome> {
+      const bot = await prisma.bot.findUnique({
+        where: { id },
+        select: {
+          webhookUrl: true,
+          webhookSecretEncrypted: true,
+          webhookPreviousSecretEncrypted: true,
+          webhookPreviousSecretUntil: true,
+        },
+      });
+      if (!bot) throw notFound();
+      if (!bot.webhookUrl || !bot.webhookSecretEncrypted) throw new ApiError("conflict", NO_WEBHOOK);
+      if (!deps.secretBox) throw new ApiError("unavailable", NO_ENCRYPTION_KEY);
+      const now = deps.clock.now();
+      const testId = randomUUID();
+      // Reserve the slot first, then count: concurrent tests cannot all slip under the limit.
+      await prisma.testAttempt.create({ data: { id: testId, botId: id, attemptedAt: now } });
+      const windowStart = new Date(now.getTime() - 60_000);
+      const recent = await prisma.testAttempt.findMany({
+        where: { botId: id, attemptedAt: { gt: windowStart } },
+        orderBy: { attemptedAt: "asc" },
+        select: { attemptedAt: true },
+      });
+      const limit = deps.testEventsPerMinute ?? TEST_EVENTS_PER_MINUTE;
+      if (recent.length > limit) {
+        await prisma.testAttempt.delete({ where: { id: testId } });
+        const oldest = recent[0]?.attemptedAt ?? now;
+        const retryAfter = Math.max(1, Math.ceil((oldest.getTime() + 60_000 - now.getTime()) / 1000));
+        throw new ApiError("rate_limited", `At most ${limit} test events per minute per bot.`, {
+          retryAfter,
+        });
+      }
+      const previousSecret =
+        bot.webhookPreviousSecretEncrypted && (bot.webhookPreviousSecretUntil?.getTime() ?? 0) > now.getTime()
+          ? deps.secretBox.decrypt(bot.webhookPreviousSecretEncrypted)
+          : null;
+      const request = buildTestRequest({
+        id: testId,
+        botId: id,
+        secret: deps.secretBox.decrypt(bot.webhookSecretEncrypted),
+        previousSecret,
+        now,
+      });
+      const outcome = await sendTestRequest(bot.webhookUrl, request, {
+        allowPrivateTargets: allowPrivate,
+        timeoutMs: deps.testTimeoutMs ?? 10_000,
+        ...(resolver ? { resolver } : {}),
+      });
+      await prisma.testAttempt.update({
+        where: { id: testId },
+        data: {
+          delivered: outcome.delivered,
+          statusCode: outcome.statusCode,
+          errorKind: outcome.errorKind,
+          durationMs: outcome.durationMs,
+        },
+      });
+      return outcome;
     },
 
     /**
@@ -212,38 +348,48 @@ export function createListings(deps: ListingsDeps) {
       await updateBot(() =>
         prisma.bot.update({
           where: { id },
-          data: { webhookUrl: null, webhookSecretEncrypted: null, updatedAt: now },
+          data: {
+            webhookUrl: null,
+            webhookSecretEncrypted: null,
+            ...NO_OVERLAP,
+            webhookDisabledAt: null,
+            webhookDisabledReason: null,
+            updatedAt: now,
+          },
         }),
       );
       return { id, url: null };
     },
 
-    /** The last ten delivery attempts of the bot, newest first. */
+    /**
+     * The last ten delivery attempts of the bot, newest first; each with its own outcome and its
+     * delivery's state now.
+     */
     async listAttempts(id: string): Promise<{ attempts: AttemptView[] }> {
       await requireBot(id);
-      const rows = await prisma.attempt.findMany({
-        where: { botId: id },
-        orderBy: [{ attemptedAt: "desc" }, { id: "desc" }],
-        take: ATTEMPTS_SHOWN,
-        select: {
-          deliveryId: true,
-          attemptNumber: true,
-          statusCode: true,
-          errorKind: true,
-          attemptedAt: true,
-          delivery: { select: { state: true } },
-        },
-      });
-      return {
-        attempts: rows.map((row) => ({
-          deliveryId: row.deliveryId,
-          attempt: row.attemptNumber,
-          statusCode: row.statusCode,
-          errorKind: row.errorKind,
-          outcome: outcomeOf(row.delivery.state),
-          attemptedAt: toIso(row.attemptedAt),
-        })),
-      };
+      return { attempts: await listRecentAttempts(deps.db, id) };
+    },
+
+    /**
+     * Starts a fresh series of five attempts of a delivered or failed delivery (same id, same body
+     * bytes) and hands it to the queue; when the queue cannot take it, the outbox relay does.
+     */
+    async redeliver(id: string, deliveryId: string): Promise<RedeliverResponse> {
+      await requireBot(id);
+      const now = deps.clock.now();
+      const result = await redeliver(deps.db, id, deliveryId, now);
+      switch (result.kind) {
+        case "not_found":
+          throw new ApiError("not_found", DELIVERY_MESSAGES.notFound);
+        case "pending":
+          throw new ApiError("conflict", DELIVERY_MESSAGES.pending);
+        case "no_webhook":
+          throw new ApiError("conflict", DELIVERY_MESSAGES.noWebhook);
+        case "redelivered":
+          // A finished job is removed (removeOnComplete/removeOnFail), so the add creates a new one.
+          await deps.deliveryQueue?.handOff(result.delivery, now);
+          return { deliveryId, state: "pending", series: result.series };
+      }
     },
 
     /** The listing as the edit page shows it: no token, no secret. */
@@ -258,6 +404,8 @@ export function createListings(deps: ListingsDeps) {
           serverCount: true,
           checkedInAt: true,
           webhookUrl: true,
+          webhookDisabledAt: true,
+          webhookDisabledReason: true,
           tokenHash: true,
           tokenCreatedAt: true,
           createdAt: true,
@@ -273,6 +421,9 @@ export function createListings(deps: ListingsDeps) {
         server_count: bot.serverCount === null ? null : Number(bot.serverCount),
         checked_in_at: toIsoOrNull(bot.checkedInAt),
         webhook_url: bot.webhookUrl,
+        webhook_state: bot.webhookUrl === null ? null : bot.webhookDisabledAt ? "disabled" : "active",
+        webhook_disabled_reason: bot.webhookDisabledReason,
+        webhook_disabled_at: toIsoOrNull(bot.webhookDisabledAt),
         has_token: bot.tokenHash !== null,
         token_created_at: toIsoOrNull(bot.tokenCreatedAt),
         created_at: toIso(bot.createdAt),

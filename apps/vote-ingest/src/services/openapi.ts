@@ -9,6 +9,7 @@ import {
   CastVoteBody,
   CastVoteResponse,
   componentSchemas,
+  DELIVERY_MESSAGES,
   ErrorBody,
   errorResponse,
   HealthBody,
@@ -23,9 +24,13 @@ import {
   DeliveryAttemptsResponse,
   Listing,
   BotSummary as ListingSummary,
+  RedeliverResponse,
+  SecretRotatedResponse,
   SetWebhookBody,
+  TestEventResponse,
   TokenResponse,
   WebhookClearedResponse,
+  WebhookEnabledResponse,
   WebhookSetResponse,
 } from "../schemas.js";
 import { ATTEMPTS_SHOWN } from "./listings.js";
@@ -62,6 +67,14 @@ const idParam = {
   schema: toJsonSchema(BotId, "input"),
 };
 
+const deliveryIdParam = {
+  name: "deliveryId",
+  in: "path",
+  required: true,
+  description: "The delivery id (X-Webhook-Delivery), as listed by GET …/webhook/deliveries.",
+  schema: { type: "string" },
+};
+
 function ok(description: string, component: string, headers?: JsonObject): JsonObject {
   return { description, ...(headers ? { headers } : {}), content: jsonContent(schemaRef(component)) };
 }
@@ -70,6 +83,8 @@ function keyed(input: {
   summary: string;
   description: string;
   withId: boolean;
+  /** Path parameters after `id`. */
+  more?: JsonObject[];
   body?: string;
   success: [status: number, response: JsonObject];
   errors: Errors;
@@ -78,7 +93,7 @@ function keyed(input: {
     summary: input.summary,
     description: input.description,
     security: [{ internalKey: [] }],
-    parameters: input.withId ? [idParam] : [],
+    parameters: [...(input.withId ? [idParam] : []), ...(input.more ?? [])],
     ...(input.body ? { requestBody: { required: true, content: jsonContent(schemaRef(input.body)) } } : {}),
     responses: {
       [String(input.success[0])]: input.success[1],
@@ -207,6 +222,60 @@ function buildPaths(): JsonObject {
         errors: bodilessBotErrors(),
       }),
     },
+    "/internal/v1/bots/{id}/webhook/deliveries/{deliveryId}/redeliver": {
+      post: keyed({
+        summary: "Redeliver a delivery",
+        description:
+          "Starts a fresh series of five attempts of a delivered or failed delivery: the same delivery id (X-Webhook-Delivery) and the same body bytes, so receivers de-duplicate it. The series is handed to the queue at once (or by the outbox relay within a second when Redis is unavailable). No body.",
+        withId: true,
+        more: [deliveryIdParam],
+        success: [202, ok("The new series has started.", "RedeliverResponse", noStore)],
+        errors: bodilessBotErrors({
+          404: `\`Bot not found.\`, or \`${DELIVERY_MESSAGES.notFound}\`: no delivery with this id for this bot (also another bot's delivery, or an id that is not a UUID).`,
+          409: `\`${DELIVERY_MESSAGES.pending}\` or \`${DELIVERY_MESSAGES.noWebhook}\``,
+        }),
+      }),
+    },
+    "/internal/v1/bots/{id}/webhook/secret": {
+      post: keyed({
+        summary: "Rotate the webhook secret",
+        description:
+          "A new secret, shown once; the URL is unchanged. For WEBHOOK_SECRET_OVERLAP_MS (default 24 h) `webhook-signature` carries a `v1,` signature under the new and under the previous secret; `Authorization` and `X-Webhook-Signature-256` use the new one at once. Setting a URL (PUT …/webhook) instead gives a fresh secret with no overlap.",
+        withId: true,
+        success: [200, ok("The new secret, shown once.", "SecretRotatedResponse", noStore)],
+        errors: bodilessBotErrors({
+          409: "`The bot has no webhook URL configured.`",
+          503: "SECRET_ENCRYPTION_KEY is not configured on this service, so the secret cannot be stored.",
+        }),
+      }),
+    },
+    "/internal/v1/bots/{id}/webhook/test": {
+      post: keyed({
+        summary: "Send a test event",
+        description:
+          'One signed request to the configured URL now, `X-Webhook-Event: webhook.test`, body `{event: "webhook.test", bot_id, test: true, sent_at}`; nothing enters the vote log. Same headers, timeout, no-redirect and SSRF rules as a delivery attempt. Listed in the attempt log with `test: true`. At most 5 per bot per minute.',
+        withId: true,
+        success: [
+          200,
+          ok("The outcome of the request (200 also when it failed).", "TestEventResponse", noStore),
+        ],
+        errors: bodilessBotErrors({
+          409: "`The bot has no webhook URL configured.`",
+          429: "More than 5 test events in the last minute: `retryAfter` seconds until the next is allowed.",
+          503: "SECRET_ENCRYPTION_KEY is not configured on this service, so the secret cannot be read.",
+        }),
+      }),
+    },
+    "/internal/v1/bots/{id}/webhook/enable": {
+      post: keyed({
+        summary: "Re-enable a disabled webhook",
+        description:
+          "Re-enables a webhook the dispatcher disabled as dead (every attempt failed for WEBHOOK_DISABLE_AFTER_MS across WEBHOOK_DISABLE_MIN_DELIVERIES deliveries); an active webhook stays active. Failures before now no longer count.",
+        withId: true,
+        success: [200, ok("The webhook is active.", "WebhookEnabledResponse")],
+        errors: bodilessBotErrors({ 409: "`The bot has no webhook URL configured.`" }),
+      }),
+    },
     "/internal/v1/openapi.json": {
       get: keyed({
         summary: "This document",
@@ -278,6 +347,10 @@ export function buildOpenApi(): JsonObject {
         WebhookSetResponse: [WebhookSetResponse, "output"],
         WebhookClearedResponse: [WebhookClearedResponse, "output"],
         DeliveryAttemptsResponse: [DeliveryAttemptsResponse, "output"],
+        RedeliverResponse: [RedeliverResponse, "output"],
+        SecretRotatedResponse: [SecretRotatedResponse, "output"],
+        TestEventResponse: [TestEventResponse, "output"],
+        WebhookEnabledResponse: [WebhookEnabledResponse, "output"],
         Listing: [Listing, "output"],
         Error: [ErrorBody, "output"],
         Health: [HealthBody, "output"],

@@ -11,19 +11,16 @@
  * multi-row statement, so PostgreSQL commits (and flushes its WAL) once per batch, not per vote.
  * Two votes of the same user for the same bot never share a batch, and each vote is answered only
  * after the commit of its batch, so every 2xx is still durable.
+ *
+ * The widget's per-hour vote counters (vote_counts) are written inside this same statement by the
+ * log's statement-level insert trigger (migration 20261122030000_vote_counters): one aggregated
+ * upsert per batch, and no writer of the log can forget them.
  */
 import { randomUUID } from "node:crypto";
+import { type BatchLimits, createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
 import type { Db } from "@botdir/db";
-import {
-  ApiError,
-  type BatchLimits,
-  type Clock,
-  createBatcher,
-  DEFAULT_BATCH_LIMITS,
-  type Logger,
-  MESSAGES,
-  VOTE_WINDOW_MS,
-} from "@botdir/schema";
+import { ApiError, MESSAGES, VOTE_WINDOW_MS } from "@botdir/schema";
+import type { Clock, Logger } from "@botdir/service-kit";
 import type { DeliveryQueue } from "../outbox/queue.js";
 
 export interface VotesDeps {
@@ -63,7 +60,7 @@ WITH input AS (
   SELECT * FROM unnest($1::varchar[], $2::varchar[], $3::timestamptz[], $4::uuid[])
     WITH ORDINALITY AS t(bot_id, user_id, voted_at, delivery_id, i)
 ), bot AS (
-  SELECT input.i, b.webhook_url IS NOT NULL AS has_webhook
+  SELECT input.i, b.webhook_url IS NOT NULL AND b.webhook_disabled_at IS NULL AS has_webhook
     FROM input JOIN bots b ON b.id = input.bot_id AND b.status = 'approved'
 ), next_vote AS (
   SELECT bot.i, nextval('vote_log_id_seq'::regclass) AS id FROM bot
@@ -185,7 +182,7 @@ export function createVotes(deps: VotesDeps) {
 
       if (row.delivery_id && deps.deliveryQueue) {
         const handed = await deps.deliveryQueue.handOff(
-          { id: row.delivery_id, attemptsMade: 0, nextAttemptAt: now },
+          { id: row.delivery_id, botId, attemptsMade: 0, nextAttemptAt: now },
           now,
         );
         if (!handed) {

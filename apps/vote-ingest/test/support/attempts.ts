@@ -115,9 +115,12 @@ export function expectedList(seeded: SeededAttempt[]) {
     .map((a) => ({
       deliveryId: a.deliveryId,
       attempt: a.attempt,
+      series: 0,
       statusCode: a.statusCode,
       errorKind: a.errorKind,
-      outcome: a.state === "pending" ? "retrying" : a.state,
+      outcome: a.errorKind === null ? "delivered" : "failed",
+      deliveryState: a.state,
       attemptedAt: a.attemptedAt.toISOString(),
+      test: false,
     }));
 }

@@ -1,9 +1,10 @@
 /** Shared arrangement of the vote and outbox tests: an app on a test database and a test queue. */
 import type { Db } from "@botdir/db";
 import { testRedisPrefix } from "@botdir/db/testing";
-import type { Clock, Logger } from "@botdir/schema";
+import type { Clock, Logger } from "@botdir/service-kit";
 import { Redis } from "ioredis";
-import { createApp, type IngestDeps } from "../../src/app.js";
+import { createApp } from "../../src/app.js";
+import type { IngestDeps } from "../../src/deps.js";
 import { createDeliveryQueue, type DeliveryQueue } from "../../src/outbox/queue.js";
 
 export const INTERNAL_KEY = "internal-key-for-tests-0123456789";

@@ -1,4 +1,5 @@
-import { parseOrThrow, requireJson } from "@botdir/schema";
+import { parseOrThrow } from "@botdir/schema";
+import { requireJson } from "@botdir/service-kit";
 import type { Router } from "express";
 import { SetWebhookBody } from "../../schemas.js";
 import type { Listings } from "../../services/listings.js";

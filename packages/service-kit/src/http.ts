@@ -5,9 +5,10 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Server } from "node:http";
+import { createRequire } from "node:module";
 import type { Duplex } from "node:stream";
+import { ApiError, MESSAGES } from "@botdir/schema";
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from "express";
-import { ApiError, MESSAGES } from "./errors.js";
 import { type HttpMetrics, routeLabel } from "./metrics.js";
 
 /** The subset of pino the apps use; tests can pass a capturing fake. */
@@ -124,7 +125,16 @@ interface BodyParserError {
   statusCode?: number;
 }
 
-/** Maps anything thrown to the spec's error body. The only error middleware of each app. */
+/**
+ * Retry-After (seconds) of every 5xx answer: the spec's 500 says "retry with backoff", and the
+ * usual cause is a dependency outage (PostgreSQL), which a client hammering at once only prolongs.
+ */
+export const SERVER_ERROR_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * Maps anything thrown to the spec's error body. The only error middleware of each app. A 429
+ * carries its window's Retry-After, a 5xx SERVER_ERROR_RETRY_AFTER_SECONDS.
+ */
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err: unknown, req: Request, res: Response, next: NextFunction) => {
     if (res.headersSent) return next(err);
@@ -135,11 +145,22 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
         "request failed",
       );
     }
-    if (apiError.code === "rate_limited" && typeof apiError.extra.retryAfter === "number") {
-      res.setHeader("Retry-After", String(apiError.extra.retryAfter));
-    }
-    res.status(apiError.status).json(apiError.body());
+    sendApiError(res, apiError);
   };
+}
+
+/**
+ * The answer of an ApiError (status, Retry-After, the spec's body), written directly: a handler
+ * that refuses a request (401/404/429) can answer without Express walking the remaining layers to
+ * reach the error middleware. Same bytes as the error middleware.
+ */
+export function sendApiError(res: Response, apiError: ApiError): void {
+  if (apiError.code === "rate_limited" && typeof apiError.extra.retryAfter === "number") {
+    res.setHeader("Retry-After", String(apiError.extra.retryAfter));
+  } else if (apiError.status >= 500) {
+    res.setHeader("Retry-After", String(SERVER_ERROR_RETRY_AFTER_SECONDS));
+  }
+  sendJson(res, apiError.body(), apiError.status);
 }
 
 export function toApiError(err: unknown): ApiError {
@@ -212,44 +233,49 @@ export const LOG_REDACT_PATHS = [
 ];
 
 /** The options of every app's pino logger: JSON lines with `name`, `level` and redaction. */
-export function loggerOptions(name: string, level: string) {
-  return { name, level, redact: { paths: LOG_REDACT_PATHS, censor: "[redacted]" } };
-}
-
-export interface ShutdownStep {
-  name: string;
-  run(): Promise<unknown>;
+export interface LogOutput {
+  /** The app's NODE_ENV (from its env.ts); default: the process's. */
+  nodeEnv?: string | undefined;
+  /** Whether stdout is a terminal; default: process.stdout.isTTY. */
+  tty?: boolean | undefined;
 }
 
 /**
- * Runs the steps in order on SIGTERM/SIGINT (stop accepting work, finish in-flight work, close
- * stores), within `deadlineMs`; exits 0 when all finished, 1 on timeout or error.
+ * pino options of an app: JSON lines (one per request, secrets redacted), or, outside production
+ * when stdout is a terminal, the same records made readable by pino-pretty (a dev dependency;
+ * bundled next to dist/main.js by scripts/build-app.mjs, so `node dist/main.js` prints them too).
  */
-export function onShutdown(logger: Logger, steps: ShutdownStep[], deadlineMs = 15_000): void {
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, "shutting down");
-    const timer = setTimeout(() => {
-      logger.error({ deadlineMs }, "shutdown deadline passed; exiting");
-      process.exit(1);
-    }, deadlineMs);
-    timer.unref();
-    let code = 0;
-    for (const step of steps) {
-      try {
-        await step.run();
-      } catch (error) {
-        code = 1;
-        logger.error({ step: step.name, err: describeError(error) }, "shutdown step failed");
-      }
-    }
-    logger.info({}, "stopped");
-    process.exit(code);
+export function loggerOptions(name: string, level: string, output: LogOutput = {}) {
+  const options = { name, level, redact: { paths: LOG_REDACT_PATHS, censor: "[redacted]" } };
+  const nodeEnv = output.nodeEnv ?? process.env.NODE_ENV;
+  const tty = output.tty ?? process.stdout.isTTY === true;
+  if (nodeEnv === "production" || !tty || !prettyAvailable()) return options;
+  return {
+    ...options,
+    transport: {
+      target: "pino-pretty",
+      options: { translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname" },
+    },
   };
-  process.once("SIGTERM", () => void stop("SIGTERM"));
-  process.once("SIGINT", () => void stop("SIGINT"));
+}
+
+/** pino-pretty is bundled (pino's bundler hook names it) or installed (a development checkout). */
+function prettyAvailable(): boolean {
+  const bundled = (globalThis as { __bundlerPathsOverrides?: Record<string, string> })
+    .__bundlerPathsOverrides;
+  if (bundled?.["pino-pretty"]) return true;
+  try {
+    createRequire(import.meta.url).resolve("pino-pretty");
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** One step of an app's ordered shutdown (serve().onShutdown). */
+export interface ShutdownStep {
+  name: string;
+  run(): Promise<unknown>;
 }
 
 /** Closes an HTTP server: stops accepting, lets in-flight requests finish, drops idle sockets. */

@@ -10,11 +10,18 @@
  */
 
 import type { LookupAddress } from "node:dns";
-import { lookup as dnsLookup } from "node:dns";
-import { createRequire } from "node:module";
+import { isIP } from "node:net";
+// A static import (not createRequire) so that the apps' bundler sees the dependency.
+import ipaddr from "ipaddr.js";
+import {
+  DEFAULT_DNS_TIMEOUT_MS,
+  DnsLookupFailed,
+  type Resolver,
+  systemResolver,
+  withDnsDeadline,
+} from "./dns.js";
 
-type IpaddrModule = typeof import("ipaddr.js");
-const ipaddr = createRequire(import.meta.url)("ipaddr.js") as IpaddrModule;
+export type { Resolver } from "./dns.js";
 
 export type AddressVerdict = { ok: true } | { ok: false; range: string };
 
@@ -24,7 +31,7 @@ export function classifyAddress(ip: string): AddressVerdict {
   if (!ipaddr.isValid(bare)) return { ok: false, range: "invalid" };
   let addr = ipaddr.parse(bare.replace(/%.*$/, ""));
   if (addr.kind() === "ipv6") {
-    const v6 = addr as InstanceType<IpaddrModule["IPv6"]>;
+    const v6 = addr as ipaddr.IPv6;
     if (v6.isIPv4MappedAddress()) addr = v6.toIPv4Address();
   }
   const range = addr.range();
@@ -37,22 +44,19 @@ export function isIpLiteral(host: string): boolean {
 }
 
 const LOCAL_NAMES = /(^|\.)(localhost|localdomain|local|internal|home\.arpa)\.?$/i;
+/** `localhost` and its subdomains are loopback by definition (RFC 6761); no DNS is asked. */
+const LOOPBACK_NAMES = /(^|\.)localhost\.?$/i;
+const LOOPBACK_ADDRESSES = ["127.0.0.1", "::1"];
 
 export interface TargetRules {
   /** WEBHOOK_ALLOW_PRIVATE_TARGETS: http and private/loopback hosts allowed (development, tests). */
   allowPrivate: boolean;
+  /**
+   * Deadline of one DNS lookup (WEBHOOK_DNS_TIMEOUT_MS; default DEFAULT_DNS_TIMEOUT_MS), applied
+   * to whatever resolver is used, injected ones included.
+   */
+  dnsTimeoutMs?: number;
 }
-
-export type Resolver = (hostname: string) => Promise<string[]>;
-
-/** Resolves every A/AAAA answer of a host name with the system resolver. */
-export const systemResolver: Resolver = (hostname) =>
-  new Promise((resolve, reject) => {
-    dnsLookup(hostname, { all: true, verbatim: true }, (error, addresses) => {
-      if (error) reject(error);
-      else resolve((addresses as LookupAddress[]).map((a) => a.address));
-    });
-  });
 
 export class TargetRefused extends Error {
   readonly code = "ETARGETREFUSED";
@@ -98,9 +102,9 @@ export async function checkWebhookUrl(
   if (resolver) {
     let addresses: string[] = [];
     try {
-      addresses = await resolver(host);
+      addresses = await withDnsDeadline(resolver, rules.dnsTimeoutMs ?? DEFAULT_DNS_TIMEOUT_MS)(host);
     } catch {
-      addresses = []; // unresolvable now: the dispatcher checks again when it connects
+      addresses = []; // unresolvable now (or not within the deadline): checked again at connect time
     }
     for (const address of addresses) {
       const verdict = classifyAddress(address);
@@ -139,19 +143,28 @@ type LookupCallback = (
 ) => void;
 
 /**
- * A `lookup` for http(s).Agent / got's `dnsLookup`: resolves the host once, refuses the
- * connection when any answer is not a public address, and hands the socket exactly the address it
- * checked, so there is no second resolution (no DNS-rebinding window).
+ * A `lookup` for http(s).Agent / got's `dnsLookup`: resolves the host once (asynchronously, under
+ * the rules' DNS deadline), refuses the connection when any answer is not a public address, and
+ * hands the socket exactly the addresses it checked, so there is no second resolution (no
+ * DNS-rebinding window). With `all: true` (Node's Happy Eyeballs) every checked address is handed
+ * over, A answers first; otherwise the first one.
+ *
+ * `localhost` (and `*.localhost`) is loopback without a query: allowed when private targets are,
+ * refused otherwise. The asynchronous resolver does not read /etc/hosts, so other names that exist
+ * only there do not resolve.
  */
 export function createSafeLookup(rules: TargetRules, resolver: Resolver = systemResolver) {
+  const resolve = withDnsDeadline(resolver, rules.dnsTimeoutMs ?? DEFAULT_DNS_TIMEOUT_MS);
+  const answer = (hostname: string): Promise<string[]> =>
+    LOOPBACK_NAMES.test(hostname) ? Promise.resolve(LOOPBACK_ADDRESSES) : resolve(hostname);
   return (hostname: string, options: unknown, callback: LookupCallback): void => {
     const cb = (typeof options === "function" ? options : callback) as LookupCallback;
     const wantsAll =
       typeof options === "object" && options !== null && (options as { all?: boolean }).all === true;
-    resolver(hostname).then(
+    answer(hostname).then(
       (addresses) => {
         if (addresses.length === 0) {
-          cb(Object.assign(new Error(`No address for ${hostname}`), { code: "ENOTFOUND" }), "", 4);
+          cb(new DnsLookupFailed(hostname, "ENOTFOUND", `No address for ${hostname}.`), "", 4);
           return;
         }
         if (!rules.allowPrivate) {
@@ -167,10 +180,12 @@ export function createSafeLookup(rules: TargetRules, resolver: Resolver = system
             }
           }
         }
-        const chosen = addresses[0] as string;
-        const family = chosen.includes(":") ? 6 : 4;
-        if (wantsAll) cb(null, [{ address: chosen, family }]);
-        else cb(null, chosen, family);
+        const checked = addresses.map((address) => ({ address, family: isIP(address) === 6 ? 6 : 4 }));
+        if (wantsAll) cb(null, checked);
+        else {
+          const first = checked[0] as LookupAddress;
+          cb(null, first.address, first.family);
+        }
       },
       (error: NodeJS.ErrnoException) => cb(error, "", 4),
     );

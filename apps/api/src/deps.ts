@@ -1,0 +1,36 @@
+import type { BatchLimits } from "@botdir/batcher";
+import type { Db } from "@botdir/db";
+import type { Clock, Logger } from "@botdir/service-kit";
+import type { Redis } from "ioredis";
+import type { BodyLimits } from "./http/json-body.js";
+import type { ApiMetrics } from "./metrics.js";
+import type { RateLimits } from "./services/ratelimit.js";
+import type { TokenSet } from "./services/token-set.js";
+
+/** What createApp takes: passed in so tests build the app on their own database, Redis and clock. */
+export interface ApiDeps {
+  db: Db;
+  redis: Redis;
+  clock: Clock;
+  logger: Logger;
+  /** Prefix of every Redis key the API writes (rate limits, caches). Default "botdir:". */
+  redisPrefix?: string;
+  /** Requests per token per minute, per endpoint (default: the spec's 60/10/600/60). */
+  limits?: Partial<RateLimits>;
+  /** How long a request waits for the limiter's Redis before failing open (default 50 ms). */
+  limiterTimeoutMs?: number;
+  /** Largest accepted JSON bodies (default commands 1mb, stats 16kb); larger is a JSON 413. */
+  bodyLimits?: Partial<BodyLimits>;
+  /** Prometheus series of this app instance (default: a fresh registry; main.ts serves it). */
+  metrics?: ApiMetrics;
+  /** Hot-path statement batching (createBatcher); default DEFAULT_BATCH_LIMITS. */
+  batching?: Partial<BatchLimits>;
+  /**
+   * The valid token hashes, kept fresh by LISTEN/NOTIFY (createTokenSet; main.ts starts it). With
+   * it an unknown token, and a token already over its limit, are refused with no I/O; without it
+   * (or while it is not fresh) every token is looked up in PostgreSQL.
+   */
+  tokens?: TokenSet;
+}
+
+export const DEFAULT_REDIS_PREFIX = "botdir:";

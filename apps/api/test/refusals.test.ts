@@ -1,0 +1,188 @@
+/**
+ * Refusals cost nothing: an unknown token opens no rate window in Redis, a rate-limited request
+ * runs no query beyond authentication, and a write's body is not read before its token is known.
+ */
+
+import { randomBytes, randomUUID } from "node:crypto";
+import { once } from "node:events";
+import { createServer, type Server } from "node:http";
+import { connect } from "node:net";
+import { seedBot, watchQueries } from "@botdir/db/testing";
+import request from "supertest";
+import { cmd, createHarness, type Harness, USER } from "./support.js";
+
+let h: Harness;
+
+beforeAll(async () => {
+  h = await createHarness();
+});
+
+afterAll(async () => {
+  await h.close();
+});
+
+const randomToken = () => randomBytes(32).toString("base64url");
+const keysOf = (prefix: string) => h.redis.keys(`${prefix}*`);
+
+describe("unknown tokens", () => {
+  it("when 200 random tokens hit the four endpoints, then every answer is 401 and no Redis key is created", async () => {
+    const app = h.app();
+    const bot = await seedBot(h.t.db);
+    const sends = Array.from({ length: 200 }, (_, i) => {
+      const auth = { Authorization: randomToken() };
+      switch (i % 4) {
+        case 0:
+          return request(app).get(`/api/v1/bots/${bot.id}/check`).query({ userId: USER }).set(auth);
+        case 1:
+          return request(app).get(`/api/v1/bots/${bot.id}/votes`).set(auth);
+        case 2:
+          return request(app).post(`/api/v1/bots/${bot.id}/stats`).set(auth).send({ server_count: 1 });
+        default:
+          return request(app)
+            .put(`/api/v1/bots/${bot.id}/commands`)
+            .set(auth)
+            .send({ commands: [cmd("a")] });
+      }
+    });
+    const answers = await Promise.all(sends);
+    expect(answers.map((r) => r.status)).toEqual(answers.map(() => 401));
+    expect(await keysOf(h.prefix)).toEqual([]);
+  });
+
+  it("when random tokens read or redeliver webhook deliveries, then every answer is 401 and no Redis key is created", async () => {
+    const app = h.app();
+    const bot = await seedBot(h.t.db);
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => {
+        const auth = { Authorization: randomToken() };
+        return i % 2 === 0
+          ? request(app).get(`/api/v1/bots/${bot.id}/webhook/deliveries`).set(auth)
+          : request(app)
+              .post(`/api/v1/bots/${bot.id}/webhook/deliveries/${randomUUID()}/redeliver`)
+              .set(auth);
+      }),
+    );
+    expect(answers.map((r) => r.status)).toEqual(answers.map(() => 401));
+    expect(await keysOf(h.prefix)).toEqual([]);
+  });
+
+  it("when a known token makes its first request of the minute, then it is counted (the window opens after authentication)", async () => {
+    const app = h.app();
+    const bot = await seedBot(h.t.db);
+    const res = await request(app)
+      .get(`/api/v1/bots/${bot.id}/check`)
+      .query({ userId: USER })
+      .set({ Authorization: bot.token as string });
+    expect(res.status).toBe(200);
+    expect(res.headers["ratelimit-remaining"]).toBe(String(Number(res.headers["ratelimit-limit"]) - 1));
+    expect((await keysOf(h.prefix)).filter((k) => k.includes(":rl:check:"))).toHaveLength(1);
+  });
+});
+
+describe("rate-limited requests", () => {
+  it.each([
+    ["check", (id: string) => `/api/v1/bots/${id}/check?userId=${USER}`, "api.check"],
+    ["votes", (id: string) => `/api/v1/bots/${id}/votes`, "api.votes"],
+  ])(
+    "when %s is over its limit, then the 429 costs one token lookup and no other query",
+    async (endpoint, path, statement) => {
+      const app = h.app({ limits: { [endpoint]: 1 } });
+      const bot = await seedBot(h.t.db);
+      const auth = { Authorization: bot.token as string };
+      expect((await request(app).get(path(bot.id)).set(auth)).status).toBe(200);
+      const watch = watchQueries(h.t.db.pool);
+      try {
+        const limited = await request(app).get(path(bot.id)).set(auth);
+        expect(limited.status).toBe(429);
+        expect(watch.names).toEqual(["api.auth"]);
+        expect(watch.names).not.toContain(statement);
+      } finally {
+        watch.restore();
+      }
+    },
+  );
+
+  it("when a limited token sends another bot's id, then 404 still comes before 429, without reading the body", async () => {
+    const app = h.app({ limits: { stats: 1 } });
+    const bot = await seedBot(h.t.db);
+    const other = await seedBot(h.t.db);
+    const auth = { Authorization: bot.token as string };
+    expect(
+      (await request(app).post(`/api/v1/bots/${bot.id}/stats`).set(auth).send({ server_count: 1 })).status,
+    ).toBe(200);
+    const res = await request(app)
+      .post(`/api/v1/bots/${other.id}/stats`)
+      .set(auth)
+      .set("Content-Type", "application/json")
+      .send("{not json");
+    expect(res.status).toBe(404);
+    const limited = await request(app)
+      .post(`/api/v1/bots/${bot.id}/stats`)
+      .set(auth)
+      .set("Content-Type", "application/json")
+      .send("{not json");
+    expect(limited.status).toBe(429);
+  });
+});
+
+describe("bodies of refused writes", () => {
+  let server: Server;
+  let port: number;
+
+  beforeAll(async () => {
+    server = createServer(h.app());
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    port = (server.address() as { port: number }).port;
+  });
+
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  /** Sends only the headers of a PUT announcing `length` body bytes; resolves with the raw answer. */
+  function headersOnly(
+    path: string,
+    token: string,
+    length: number,
+    waitMs = 5_000,
+  ): Promise<{ answer: string; ms: number }> {
+    return new Promise((resolve, reject) => {
+      const started = Date.now();
+      const socket = connect(port, "127.0.0.1");
+      let answer = "";
+      socket.on("data", (chunk) => {
+        answer += chunk.toString();
+        if (answer.includes("\r\n\r\n") && answer.includes("}")) {
+          socket.destroy();
+          resolve({ answer, ms: Date.now() - started });
+        }
+      });
+      socket.on("error", reject);
+      socket.setTimeout(waitMs, () => {
+        socket.destroy();
+        reject(new Error(`no answer; got ${JSON.stringify(answer)}`));
+      });
+      socket.write(
+        `PUT ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${token}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`,
+      );
+    });
+  }
+
+  it("when a 1 MB PUT /commands carries an unknown token, then 401 arrives before a body byte is sent, and the connection is closed", async () => {
+    const bot = await seedBot(h.t.db);
+    const { answer } = await headersOnly(`/api/v1/bots/${bot.id}/commands`, randomToken(), 1_000_000);
+    expect(answer).toMatch(/^HTTP\/1\.1 401 /);
+    expect(answer).toMatch(/\r\nConnection: close\r\n/i);
+    expect(answer).toContain('{"error":"Invalid token."}');
+  });
+
+  it("when the token is valid, then the server waits for the body (it is read only after admission)", async () => {
+    const bot = await seedBot(h.t.db);
+    await expect(
+      headersOnly(`/api/v1/bots/${bot.id}/commands`, bot.token as string, 100, 1_000),
+    ).rejects.toThrow(/no answer/);
+  });
+});

@@ -1,0 +1,152 @@
+/**
+ * Per-shard stats: each shard of a bot posts its own count (shard_id + shard_count + a count), and
+ * the bot's server_count is the sum over its shards' latest counts, in the one /stats statement.
+ */
+import { seedBot, watchQueries } from "@botdir/db/testing";
+import type { Express } from "express";
+import request from "supertest";
+import { createHarness, type Harness } from "./support.js";
+
+let h: Harness;
+let app: Express;
+
+beforeAll(async () => {
+  h = await createHarness();
+  app = h.app({ limits: { stats: 1_000 } });
+});
+
+afterAll(async () => {
+  await h.close();
+});
+
+async function newBot() {
+  const bot = await seedBot(h.t.db);
+  return { id: bot.id, auth: { Authorization: bot.token! } };
+}
+
+const post = (id: string, auth: Record<string, string>, body: object) =>
+  request(app).post(`/api/v1/bots/${id}/stats`).set(auth).send(body);
+
+async function stored(id: string): Promise<{ total: number | null; shards: (number | null)[] }> {
+  const { rows } = await h.t.db.pool.query<{ server_count: string | null; shard_counts: (string | null)[] }>(
+    "SELECT server_count, shard_counts FROM bots WHERE id = $1",
+    [id],
+  );
+  const row = rows[0]!;
+  return {
+    total: row.server_count === null ? null : Number(row.server_count),
+    shards: row.shard_counts.map((c) => (c === null ? null : Number(c))),
+  };
+}
+
+describe("POST /api/v1/bots/{id}/stats from sharded bots", () => {
+  it("when three shards post their counts, then server_count is their sum", async () => {
+    const { id, auth } = await newBot();
+    for (const [shard, count] of [
+      [0, 100],
+      [1, 250],
+      [2, 75],
+    ]) {
+      const res = await post(id, auth, { server_count: count, shard_id: shard, shard_count: 3 });
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ success: true, server_count: count });
+    }
+    expect(await stored(id)).toEqual({ total: 425, shards: [100, 250, 75] });
+  });
+
+  it("when a shard posts again, then only its own count is replaced", async () => {
+    const { id, auth } = await newBot();
+    await post(id, auth, { server_count: 100, shard_id: 0, shard_count: 3 });
+    await post(id, auth, { server_count: 250, shard_id: 1, shard_count: 3 });
+    await post(id, auth, { server_count: 75, shard_id: 2, shard_count: 3 });
+    await post(id, auth, { server_count: 260, shard_id: 1, shard_count: 3 });
+    expect(await stored(id)).toEqual({ total: 435, shards: [100, 260, 75] });
+  });
+
+  it("when the clients use discord.bots.gg's or discordbotlist.com's spellings, then the shards sum too", async () => {
+    const { id, auth } = await newBot();
+    await post(id, auth, { guildCount: 40, shardId: 1, shardCount: 2 });
+    await post(id, auth, { guilds: 60, shard_id: 0 });
+    expect(await stored(id)).toEqual({ total: 100, shards: [60, 40] });
+  });
+
+  it("when shards have posted and a total is posted, then the total is stored and the shard counts cleared", async () => {
+    const { id, auth } = await newBot();
+    await post(id, auth, { server_count: 100, shard_id: 0, shard_count: 2 });
+    await post(id, auth, { server_count: 200, shard_id: 1, shard_count: 2 });
+    await post(id, auth, { server_count: 1000 });
+    expect(await stored(id)).toEqual({ total: 1000, shards: [] });
+    // A later shard post starts from its own count alone.
+    await post(id, auth, { server_count: 30, shard_id: 1, shard_count: 2 });
+    expect(await stored(id)).toEqual({ total: 30, shards: [null, 30] });
+  });
+
+  it("when a per-shard array is posted with a shard id, then it is a total and clears the shard counts", async () => {
+    const { id, auth } = await newBot();
+    await post(id, auth, { server_count: 100, shard_id: 0, shard_count: 2 });
+    await post(id, auth, { shards: [5, 6, 7], shard_id: 0, shard_count: 3, server_count: 0 });
+    expect(await stored(id)).toEqual({ total: 18, shards: [] });
+  });
+
+  it("when shard_count shrinks, then the shards beyond it are dropped from the sum", async () => {
+    const { id, auth } = await newBot();
+    for (let shard = 0; shard < 4; shard++) {
+      await post(id, auth, { server_count: 10 * (shard + 1), shard_id: shard, shard_count: 4 });
+    }
+    expect((await stored(id)).total).toBe(100);
+    await post(id, auth, { server_count: 15, shard_id: 0, shard_count: 2 });
+    expect(await stored(id)).toEqual({ total: 35, shards: [15, 20] });
+  });
+
+  it("when the shard id or count is invalid, then 400 with one sentence and nothing changes", async () => {
+    const { id, auth } = await newBot();
+    await post(id, auth, { server_count: 100, shard_id: 0, shard_count: 2 });
+    for (const [body, sentence] of [
+      [{ server_count: 1, shard_id: 2, shard_count: 2 }, "shard_id must be less than shard_count (2)."],
+      [{ server_count: 1, shard_id: -1, shard_count: 2 }, "shard_id must not be negative."],
+      [{ server_count: 1, shard_id: "1", shard_count: 2 }, "shard_id must be a number."],
+      [{ server_count: 1, shard_id: 0, shard_count: 0 }, "shard_count must be at least 1."],
+      [{ server_count: 1, shard_id: 0, shard_count: 1e9 }, "shard_count must be at most 65536."],
+    ] as const) {
+      const res = await post(id, auth, body);
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({ error: sentence });
+    }
+    expect(await stored(id)).toEqual({ total: 100, shards: [100] });
+  });
+
+  it("when the sum does not change, then the page cache is kept, and the check-in time is written on every post", async () => {
+    const { id, auth } = await newBot();
+    const key = `${h.prefix}page:bot:${id}`;
+    await post(id, auth, { server_count: 10, shard_id: 0, shard_count: 2 });
+    await post(id, auth, { server_count: 20, shard_id: 1, shard_count: 2 });
+    await h.redis.set(key, "<rendered page>");
+    h.clock.advance(60_000);
+    await post(id, auth, { server_count: 20, shard_id: 1, shard_count: 2 });
+    expect(await h.redis.get(key)).toBe("<rendered page>");
+    const row = await h.t.db.prisma.bot.findUniqueOrThrow({ where: { id } });
+    expect(row.checkedInAt?.toISOString()).toBe(h.clock.now().toISOString());
+    await post(id, auth, { server_count: 21, shard_id: 1, shard_count: 2 });
+    expect(await h.redis.get(key)).toBeNull();
+  });
+
+  it("when shards post at the same moment, then each sees the others and the sum is exact, one statement per post", async () => {
+    const { id, auth } = await newBot();
+    const queries = watchQueries(h.t.db.pool);
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, (_, shard) =>
+          post(id, auth, { server_count: shard + 1, shard_id: shard, shard_count: 8 }),
+        ),
+      );
+      expect(answers.map((a) => a.status)).toEqual(Array(8).fill(200));
+      // The token's first request of the minute is authenticated by its own batched lookup
+      // ("api.auth", before the limiter opens its window); the write itself is one statement.
+      expect(queries.names.filter((n) => n !== "api.stats" && n !== "api.auth")).toEqual([]);
+      expect(queries.names.filter((n) => n === "api.stats").length).toBeLessThanOrEqual(8);
+    } finally {
+      queries.restore();
+    }
+    expect(await stored(id)).toEqual({ total: 36, shards: [1, 2, 3, 4, 5, 6, 7, 8] });
+  });
+});

@@ -1,0 +1,25 @@
+import type { Router } from "express";
+import type { Listings } from "../../services/listings.js";
+import { botIdParam } from "./params.js";
+
+/**
+ * POST /internal/v1/bots/:id/webhook/secret rotates the secret (shown once; the previous one signs
+ * beside it for the overlap), …/webhook/test sends one signed `webhook.test` request now and answers
+ * with its outcome, …/webhook/enable re-enables a webhook disabled as dead.
+ */
+export function registerWebhookOwner(router: Router, listings: Listings): void {
+  router.post("/:id/webhook/secret", async (req, res) => {
+    const result = await listings.rotateSecret(botIdParam(req));
+    res.setHeader("Cache-Control", "no-store");
+    res.json(result);
+  });
+
+  router.post("/:id/webhook/test", async (req, res) => {
+    res.setHeader("Cache-Control", "no-store");
+    res.json(await listings.sendTestEvent(botIdParam(req)));
+  });
+
+  router.post("/:id/webhook/enable", async (req, res) => {
+    res.json(await listings.enableWebhook(botIdParam(req)));
+  });
+}

@@ -1,0 +1,154 @@
+/**
+ * The test event (`webhook.test`): one signed POST to a bot's webhook, sent now by vote-ingest and
+ * answered synchronously. It follows the dispatcher's rules for an attempt: no redirects (a 3xx is a
+ * failure of kind `redirect`), a hard deadline, and the SSRF rules of @botdir/webhook-targets — an
+ * IP-literal host is classified before connecting and a host name goes through the checked, pinned
+ * lookup, so a loopback/private target is refused (`refused_target`) unless
+ * WEBHOOK_ALLOW_PRIVATE_TARGETS. Nothing is read from the reply but its status line.
+ */
+import http from "node:http";
+import https from "node:https";
+import { performance } from "node:perf_hooks";
+import { WEBHOOK_HEADERS, WEBHOOK_USER_AGENT } from "@botdir/schema";
+import { sign, standardHeaders } from "@botdir/signing";
+import {
+  classifyAddress,
+  createSafeLookup,
+  isIpLiteral,
+  type Resolver,
+  systemResolver,
+} from "@botdir/webhook-targets";
+
+export const TEST_EVENT = "webhook.test";
+
+/** The body of a test event: `event` tells it from a vote (`vote.create` carries user_id, voted_at). */
+export interface TestEventPayload {
+  event: typeof TEST_EVENT;
+  bot_id: string;
+  test: true;
+  sent_at: string;
+}
+
+export interface TestOutcome {
+  delivered: boolean;
+  statusCode: number | null;
+  errorKind: string | null;
+  durationMs: number;
+}
+
+export interface TestSendOptions {
+  allowPrivateTargets: boolean;
+  timeoutMs: number;
+  resolver?: Resolver | null;
+}
+
+const TLS = /CERT|SSL|TLS|HOSTNAME_MISMATCH|EPROTO/;
+const DNS = new Set(["ENOTFOUND", "EAI_AGAIN", "EAI_FAIL", "EAI_NONAME", "ENODATA"]);
+
+function classify(error: NodeJS.ErrnoException | undefined): string {
+  const code = error?.code ?? "";
+  if (code === "ETARGETREFUSED") return "refused_target";
+  if (code === "ETIMEDOUT") return "timeout";
+  if (DNS.has(code)) return "dns";
+  if (TLS.test(code)) return "tls";
+  return "connection";
+}
+
+/** The exact request of a test event: the same headers as a delivery, event `webhook.test`. */
+export function buildTestRequest(input: {
+  id: string;
+  botId: string;
+  secret: string;
+  previousSecret: string | null;
+  now: Date;
+}): { body: Buffer; headers: Record<string, string> } {
+  const payload: TestEventPayload = {
+    event: TEST_EVENT,
+    bot_id: input.botId,
+    test: true,
+    sent_at: input.now.toISOString(),
+  };
+  const body = Buffer.from(JSON.stringify(payload), "utf8");
+  return {
+    body,
+    headers: {
+      "Content-Type": "application/json",
+      "User-Agent": WEBHOOK_USER_AGENT,
+      Authorization: input.secret,
+      [WEBHOOK_HEADERS.event]: TEST_EVENT,
+      [WEBHOOK_HEADERS.delivery]: input.id,
+      [WEBHOOK_HEADERS.signature]: sign(input.secret, body),
+      ...standardHeaders(
+        input.previousSecret ? [input.secret, input.previousSecret] : [input.secret],
+        input.id,
+        input.now,
+        body,
+      ),
+    },
+  };
+}
+
+/** Sends one request; never rejects. */
+export function sendTestRequest(
+  rawUrl: string,
+  request: { body: Buffer; headers: Record<string, string> },
+  options: TestSendOptions,
+): Promise<TestOutcome> {
+  const started = performance.now();
+  const took = () => Math.round(performance.now() - started);
+  const refused = (): TestOutcome => ({
+    delivered: false,
+    statusCode: null,
+    errorKind: "refused_target",
+    durationMs: took(),
+  });
+  let url: URL;
+  try {
+    url = new URL(rawUrl);
+  } catch {
+    return Promise.resolve(refused());
+  }
+  const allow = options.allowPrivateTargets;
+  if (!(url.protocol === "https:" || (allow && url.protocol === "http:"))) return Promise.resolve(refused());
+  if (!allow && isIpLiteral(url.hostname) && !classifyAddress(url.hostname).ok) {
+    return Promise.resolve(refused());
+  }
+  const lookup = createSafeLookup({ allowPrivate: allow }, options.resolver ?? systemResolver);
+  const client = url.protocol === "https:" ? https : http;
+  return new Promise((resolve) => {
+    let settled = false;
+    const done = (outcome: Omit<TestOutcome, "durationMs">) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve({ ...outcome, durationMs: took() });
+    };
+    const req = client.request(
+      url,
+      {
+        method: "POST",
+        headers: { ...request.headers, "Content-Length": String(request.body.length) },
+        lookup: lookup as never,
+        agent: false,
+      },
+      (res) => {
+        const status = res.statusCode ?? 0;
+        res.resume();
+        res.on("error", () => {});
+        req.destroy();
+        if (status >= 200 && status < 300) done({ delivered: true, statusCode: status, errorKind: null });
+        else if (status >= 300 && status < 400)
+          done({ delivered: false, statusCode: status, errorKind: "redirect" });
+        else done({ delivered: false, statusCode: status, errorKind: "http_status" });
+      },
+    );
+    const timer = setTimeout(() => {
+      done({ delivered: false, statusCode: null, errorKind: "timeout" });
+      req.destroy();
+    }, options.timeoutMs);
+    req.on("error", (error: NodeJS.ErrnoException) => {
+      done({ delivered: false, statusCode: null, errorKind: classify(error) });
+    });
+    req.end(request.body);
+  });
+}

@@ -1,0 +1,77 @@
+/**
+ * Dead endpoints: a bot's webhook is disabled when every attempt to it has failed for
+ * WEBHOOK_DISABLE_AFTER_MS across at least WEBHOOK_DISABLE_MIN_DELIVERIES deliveries. Disabling
+ * ends the bot's pending deliveries `failed` with failure_reason `endpoint_disabled`, and no more
+ * attempts are claimed (deliveries.ts) until the URL is set again or the webhook is re-enabled
+ * (vote-ingest's listings service clears webhook_disabled_at and restarts the window).
+ *
+ * Checked only after a failed attempt (one statement), so a successful delivery costs nothing extra.
+ * The failure streak starts after the latest successful attempt and after webhook_enabled_at.
+ */
+import type { Db } from "@botdir/db";
+
+export interface DeadEndpointRules {
+  /** WEBHOOK_DISABLE_AFTER_MS: how long every attempt must have failed (default 5 days). */
+  afterMs: number;
+  /** WEBHOOK_DISABLE_MIN_DELIVERIES: distinct deliveries that must have failed attempts (default 5). */
+  minDeliveries: number;
+}
+
+export const DEFAULT_DEAD_ENDPOINT_RULES: DeadEndpointRules = {
+  afterMs: 5 * 24 * 60 * 60 * 1000,
+  minDeliveries: 5,
+};
+
+export const ENDPOINT_DISABLED = "endpoint_disabled";
+export const DEAD_ENDPOINT_REASON = "dead_endpoint";
+
+/**
+ * $1 bot, $2 now, $3 the streak must have started by ($2 - afterMs), $4 minimum deliveries.
+ * `s` is the start of the current failure streak; `f` the failed attempts since; the bot is disabled
+ * (and its pending deliveries failed) only when the first of them is old enough and enough distinct
+ * deliveries failed. The bot row update is conditional, so concurrent checks disable once.
+ */
+const DISABLE_SQL = `
+WITH s AS (
+  SELECT GREATEST(
+           COALESCE(b.webhook_enabled_at, '-infinity'::timestamptz),
+           COALESCE((SELECT max(a.attempted_at) FROM webhook_attempts a
+                      WHERE a.bot_id = b.id AND a.error_kind IS NULL), '-infinity'::timestamptz)
+         ) AS since
+    FROM bots b
+   WHERE b.id = $1 AND b.webhook_url IS NOT NULL AND b.webhook_disabled_at IS NULL
+), f AS (
+  SELECT min(a.attempted_at) AS first_failure, count(DISTINCT a.delivery_id) AS deliveries
+    FROM webhook_attempts a, s
+   WHERE a.bot_id = $1 AND a.attempted_at > s.since AND a.error_kind IS NOT NULL
+), b AS (
+  UPDATE bots
+     SET webhook_disabled_at = $2, webhook_disabled_reason = '${DEAD_ENDPOINT_REASON}', updated_at = $2
+    FROM f
+   WHERE bots.id = $1 AND bots.webhook_disabled_at IS NULL
+     AND f.first_failure <= $3 AND f.deliveries >= $4
+  RETURNING bots.id
+), p AS (
+  UPDATE webhook_deliveries d
+     SET state = 'failed', completed_at = $2, lease_until = NULL, attempt_started_at = NULL,
+         updated_at = $2, failure_reason = '${ENDPOINT_DISABLED}'
+    FROM b
+   WHERE d.bot_id = b.id AND d.state = 'pending'
+  RETURNING d.id
+)
+SELECT (SELECT count(*) FROM b)::int AS disabled, (SELECT count(*) FROM p)::int AS ended`;
+
+/** After a failed attempt: disables the bot's webhook when the rules say it is dead. */
+export async function disableIfDead(
+  db: Db,
+  botId: string,
+  now: Date,
+  rules: DeadEndpointRules,
+): Promise<{ disabled: boolean; endedDeliveries: number }> {
+  const { rows } = await db.pool.query<{ disabled: number; ended: number }>({
+    name: "dispatcher_disable_if_dead",
+    text: DISABLE_SQL,
+    values: [botId, now, new Date(now.getTime() - rules.afterMs), rules.minDeliveries],
+  });
+  return { disabled: (rows[0]?.disabled ?? 0) > 0, endedDeliveries: rows[0]?.ended ?? 0 };
+}

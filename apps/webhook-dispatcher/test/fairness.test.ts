@@ -1,0 +1,200 @@
+/**
+ * Per-webhook and per-origin caps with a real worker, Redis and PostgreSQL: a job over a cap
+ * holds no worker slot and uses no attempt, and runs as soon as its webhook has room.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createTestDatabase, seedBot, type TestDatabase, testRedisPrefix } from "@botdir/db/testing";
+import { systemClock } from "@botdir/service-kit";
+import { createDispatcherMetrics, type DispatcherMetrics } from "../src/metrics.js";
+import { createDispatcherWorker, type DispatcherConfig } from "../src/worker.js";
+import {
+  attemptRows,
+  configureWebhook,
+  deliveryRow,
+  handOff,
+  openQueue,
+  secretBox,
+  seedDelivery,
+  silentLogger,
+  testConfig,
+  waitFor,
+  waitForState,
+  workerRedis,
+} from "./support.js";
+
+let t: TestDatabase;
+const cleanups: (() => Promise<void>)[] = [];
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+  await t.drop();
+});
+
+/** A worker on its own queue prefix, with a metrics registry to read. */
+async function dispatcher(overrides: Partial<DispatcherConfig>) {
+  const prefix = testRedisPrefix();
+  const queue = openQueue(prefix);
+  const redis = workerRedis();
+  const metrics: DispatcherMetrics = createDispatcherMetrics();
+  const worker = createDispatcherWorker(
+    { db: t.db, redis, secrets: secretBox, clock: systemClock, logger: silentLogger, metrics },
+    testConfig(prefix, { timeoutMs: 1_500, ...overrides }),
+  );
+  await worker.waitUntilReady();
+  cleanups.push(async () => {
+    await worker.close();
+    redis.disconnect();
+    await queue.close();
+  });
+  return { queue: queue.queue, metrics };
+}
+
+interface CountingReceiver {
+  url(path: string): string;
+  /** Requests received, per path, and the most in progress at once (all paths). */
+  received: Map<string, number>;
+  maxInFlight: number;
+  total(): number;
+}
+
+/** A receiver that answers 204 after `delayMs`, or holds the request (`hold`) until the client gives up. */
+async function countingReceiver(reply: (path: string) => number | "hold"): Promise<CountingReceiver> {
+  let inFlight = 0;
+  const state: CountingReceiver = {
+    url: () => "",
+    received: new Map(),
+    maxInFlight: 0,
+    total: () => [...state.received.values()].reduce((a, b) => a + b, 0),
+  };
+  const server: Server = createServer((req, res) => {
+    const path = req.url ?? "";
+    state.received.set(path, (state.received.get(path) ?? 0) + 1);
+    inFlight++;
+    state.maxInFlight = Math.max(state.maxInFlight, inFlight);
+    res.once("close", () => inFlight--);
+    req.resume();
+    const answer = reply(path);
+    if (answer === "hold") return;
+    setTimeout(() => {
+      res.statusCode = 204;
+      res.end();
+    }, answer);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  state.url = (path) => `http://127.0.0.1:${port}${path}`;
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
+  return state;
+}
+
+async function botWithWebhook(url: string) {
+  const bot = await seedBot(t.db);
+  await configureWebhook(t.db, bot.id, url, "whsec_fair");
+  return bot.id;
+}
+
+async function metricValue(metrics: DispatcherMetrics, name: string, cap: string): Promise<number> {
+  const metric = await metrics.registry.getSingleMetric(name)?.get();
+  return metric?.values.find((v) => v.labels.cap === cap)?.value ?? 0;
+}
+
+describe("per-webhook fairness", () => {
+  it("when one bot's receiver holds every request, then only its cap of slots is held and other bots' deliveries arrive long before its timeout, using no attempt for the jobs put back", async () => {
+    const receiver = await countingReceiver((path) => (path.startsWith("/tarpit") ? "hold" : 5));
+    // Four slots in all: without the cap, the tarpit's eight jobs would take every one for 1.5 s.
+    const { queue, metrics } = await dispatcher({ concurrency: 4, maxInFlightPerWebhook: 2 });
+    const tarpit = await botWithWebhook(receiver.url("/tarpit"));
+    const stuck = await Promise.all(Array.from({ length: 8 }, () => seedDelivery(t.db, tarpit)));
+    for (const d of stuck) await handOff(queue, d);
+    await waitFor(async () => receiver.received.get("/tarpit") === 2, "the tarpit to hold two requests");
+
+    const started = Date.now();
+    const healthy = await Promise.all(
+      Array.from({ length: 6 }, async (_, i) => {
+        const botId = await botWithWebhook(receiver.url(`/healthy/${i}`));
+        return seedDelivery(t.db, botId);
+      }),
+    );
+    for (const d of healthy) await handOff(queue, d);
+    await Promise.all(healthy.map((d) => waitForState(t.db, d.id, "delivered", 5_000)));
+    const elapsed = Date.now() - started;
+
+    expect(elapsed).toBeLessThan(1_000);
+    expect(receiver.received.get("/tarpit")).toBe(2);
+    const made = await Promise.all(stuck.map(async (d) => (await deliveryRow(t.db, d.id)).attemptsMade));
+    expect(made.filter((n) => n === 1)).toHaveLength(2);
+    expect(made.filter((n) => n === 0)).toHaveLength(6);
+    expect(
+      await metricValue(metrics, "botdir_webhook_jobs_deferred_total", "webhook"),
+    ).toBeGreaterThanOrEqual(6);
+  });
+
+  it("when a webhook has more jobs than its cap, then at most the cap run at once and each waiting job runs as soon as a slot ends, with one attempt each", async () => {
+    const receiver = await countingReceiver(() => 200);
+    // The fallback delay of a parked job is the lease (1.5 s + 2 s): finishing far sooner shows
+    // that the jobs were woken when a slot ended.
+    const { queue, metrics } = await dispatcher({ concurrency: 10, maxInFlightPerWebhook: 2 });
+    const botId = await botWithWebhook(receiver.url("/busy"));
+    const deliveries = await Promise.all(Array.from({ length: 6 }, () => seedDelivery(t.db, botId)));
+    const started = Date.now();
+
+    for (const d of deliveries) await handOff(queue, d);
+    await Promise.all(deliveries.map((d) => waitForState(t.db, d.id, "delivered", 10_000)));
+
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(receiver.maxInFlight).toBe(2);
+    expect(receiver.total()).toBe(6);
+    for (const d of deliveries) {
+      expect((await attemptRows(t.db, d.id)).map((a) => [a.attemptNumber, a.statusCode])).toEqual([[1, 204]]);
+    }
+    expect(await metricValue(metrics, "botdir_webhook_jobs_woken_total", "webhook")).toBeGreaterThanOrEqual(
+      1,
+    );
+  });
+
+  it("when many bots share one origin, then the origin's cap holds across them", async () => {
+    const receiver = await countingReceiver(() => 150);
+    const { queue } = await dispatcher({
+      concurrency: 20,
+      maxInFlightPerWebhook: 2,
+      maxInFlightPerOrigin: 3,
+    });
+    const bots = await Promise.all(
+      Array.from({ length: 4 }, (_, i) => botWithWebhook(receiver.url(`/provider/${i}`))),
+    );
+    // One delivery per bot first: the dispatcher learns each bot's origin from its claim.
+    const first = await Promise.all(bots.map((botId) => seedDelivery(t.db, botId)));
+    for (const d of first) await handOff(queue, d);
+    await Promise.all(first.map((d) => waitForState(t.db, d.id, "delivered", 5_000)));
+    receiver.maxInFlight = 0;
+
+    const burst = await Promise.all(bots.flatMap((botId) => [0, 1, 2].map(() => seedDelivery(t.db, botId))));
+    for (const d of burst) await handOff(queue, d);
+    await Promise.all(burst.map((d) => waitForState(t.db, d.id, "delivered", 10_000)));
+
+    expect(receiver.maxInFlight).toBe(3);
+  });
+
+  it("when a job does not name its bot (handed off before jobs did), then the cap applies all the same", async () => {
+    const receiver = await countingReceiver(() => 150);
+    const { queue } = await dispatcher({ concurrency: 10, maxInFlightPerWebhook: 1 });
+    const botId = await botWithWebhook(receiver.url("/legacy"));
+    const deliveries = await Promise.all(Array.from({ length: 3 }, () => seedDelivery(t.db, botId)));
+
+    for (const d of deliveries) await handOff(queue, { id: d.id, nextAttemptAt: d.nextAttemptAt });
+    await Promise.all(deliveries.map((d) => waitForState(t.db, d.id, "delivered", 10_000)));
+
+    expect(receiver.maxInFlight).toBe(1);
+  });
+});

@@ -1,0 +1,192 @@
+/**
+ * Issue 14: Standard Webhooks headers (checked with the real `standardwebhooks` package), a rotated
+ * secret signing beside the new one during its overlap, and dead endpoints disabled after the window.
+ */
+import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
+import { ManualClock } from "@botdir/service-kit";
+import { Webhook } from "standardwebhooks";
+import { createDeliverHandler } from "../src/deliver.handler.js";
+import type { AttemptOutcome, WebhookRequest } from "../src/http-client.js";
+import {
+  configureWebhook,
+  DELAYS,
+  deliveryRow,
+  fail,
+  LEASE_MS,
+  ok,
+  secretBox,
+  seedDelivery,
+  silentLogger,
+} from "./support.js";
+
+const DAY = 24 * 60 * 60 * 1000;
+let t: TestDatabase;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  await t.drop();
+});
+
+/** A secret as botctl issues it. */
+const issued = (n: number) => `whsec_${n.toString(16).padStart(2, "0").repeat(32)}`;
+
+function handler(clock: ManualClock, reply: AttemptOutcome) {
+  const sent: WebhookRequest[] = [];
+  const deliver = createDeliverHandler({
+    db: t.db,
+    secrets: secretBox,
+    send: async (request) => {
+      sent.push(request);
+      return reply;
+    },
+    clock,
+    logger: silentLogger,
+    retryDelays: DELAYS,
+    leaseMs: LEASE_MS,
+    deadEndpoints: { afterMs: 5 * DAY, minDeliveries: 5 },
+  });
+  return { deliver, sent };
+}
+
+function verifyWith(secret: string, request: WebhookRequest) {
+  return new Webhook(secret).verify(request.body.toString("utf8"), request.headers);
+}
+
+describe("Standard Webhooks headers", () => {
+  it("when a vote is delivered, then webhook-id is the delivery id and the standardwebhooks package verifies it with the secret as shown", async () => {
+    const clock = new ManualClock(new Date());
+    const bot = await seedBot(t.db);
+    const secret = issued(1);
+    await configureWebhook(t.db, bot.id, "https://example.test/hook", secret);
+    const delivery = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    const { deliver, sent } = handler(clock, ok);
+
+    expect((await deliver({ deliveryId: delivery.id })).kind).toBe("delivered");
+
+    const request = sent[0]!;
+    expect(request.headers["webhook-id"]).toBe(delivery.id);
+    expect(request.headers["webhook-id"]).toBe(request.headers["X-Webhook-Delivery"]);
+    expect(request.headers["webhook-timestamp"]).toBe(String(Math.floor(clock.now().getTime() / 1000)));
+    expect(request.headers.Authorization).toBe(secret);
+    expect(verifyWith(secret, request)).toMatchObject({ event: "vote.create", bot_id: bot.id });
+    expect(() => verifyWith(issued(2), request)).toThrow(/No matching signature/);
+  });
+
+  it("when a secret was rotated, then during the overlap both secrets verify and Authorization is the new one; after it only the new one", async () => {
+    const clock = new ManualClock(new Date());
+    const bot = await seedBot(t.db);
+    const [previous, next] = [issued(3), issued(4)];
+    await configureWebhook(t.db, bot.id, "https://example.test/hook", next);
+    await t.db.prisma.bot.update({
+      where: { id: bot.id },
+      data: {
+        webhookPreviousSecretEncrypted: secretBox.encrypt(previous),
+        webhookPreviousSecretUntil: new Date(clock.now().getTime() + DAY),
+      },
+    });
+    const { deliver, sent } = handler(clock, ok);
+
+    const during = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    await deliver({ deliveryId: during.id });
+    const overlap = sent[0]!;
+    expect(String(overlap.headers["webhook-signature"]).split(" ")).toHaveLength(2);
+    expect(() => verifyWith(next, overlap)).not.toThrow();
+    expect(() => verifyWith(previous, overlap)).not.toThrow();
+    expect(overlap.headers.Authorization).toBe(next);
+
+    // The overlap ends (moved into the past, since the package checks timestamps against Date.now).
+    await t.db.prisma.bot.update({
+      where: { id: bot.id },
+      data: { webhookPreviousSecretUntil: new Date(clock.now().getTime() - 1) },
+    });
+    const after = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    await deliver({ deliveryId: after.id });
+    const single = sent[1]!;
+    expect(String(single.headers["webhook-signature"]).split(" ")).toHaveLength(1);
+    expect(() => verifyWith(next, single)).not.toThrow();
+    expect(() => verifyWith(previous, single)).toThrow(/No matching signature/);
+  });
+
+  it("when a delivery is replayed outside the receiver's tolerance, then the package rejects it", async () => {
+    const clock = new ManualClock(new Date(Date.now() - 10 * 60_000));
+    const bot = await seedBot(t.db);
+    const secret = issued(5);
+    await configureWebhook(t.db, bot.id, "https://example.test/hook", secret);
+    const delivery = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    const { deliver, sent } = handler(clock, ok);
+    await deliver({ deliveryId: delivery.id });
+    expect(() => verifyWith(secret, sent[0]!)).toThrow(/too old/);
+  });
+});
+
+describe("dead endpoints", () => {
+  it("when every attempt failed for the whole window across five deliveries, then the webhook is disabled and its pending deliveries end failed", async () => {
+    const clock = new ManualClock(new Date());
+    const bot = await seedBot(t.db);
+    await configureWebhook(t.db, bot.id, "https://example.test/dead", issued(6));
+    const { deliver, sent } = handler(clock, fail);
+
+    const early = [];
+    for (let i = 0; i < 5; i++) {
+      const d = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+      early.push(d);
+      expect((await deliver({ deliveryId: d.id })).kind).toBe("retry");
+      clock.advance(DAY / 2);
+    }
+    // 2.5 days of failures: not yet.
+    expect((await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt).toBeNull();
+
+    clock.advance(3 * DAY);
+    const last = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    expect((await deliver({ deliveryId: last.id })).kind).toBe("failed");
+
+    const row = await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } });
+    expect(row.webhookDisabledAt?.toISOString()).toBe(clock.now().toISOString());
+    expect(row.webhookDisabledReason).toBe("dead_endpoint");
+    for (const d of [...early, last]) {
+      const delivery = await deliveryRow(t.db, d.id);
+      expect([delivery.state, delivery.failureReason]).toEqual(["failed", "endpoint_disabled"]);
+    }
+
+    // A vote after disabling: its delivery ends without an attempt.
+    const requestsBefore = sent.length;
+    const later = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    expect(await deliver({ deliveryId: later.id })).toEqual({ kind: "done", reason: "endpoint_disabled" });
+    expect(sent.length).toBe(requestsBefore);
+    expect((await deliveryRow(t.db, later.id)).failureReason).toBe("endpoint_disabled");
+  });
+
+  it("when failures span the window but a delivery succeeded in between, then the webhook stays enabled", async () => {
+    const clock = new ManualClock(new Date());
+    const bot = await seedBot(t.db);
+    await configureWebhook(t.db, bot.id, "https://example.test/flaky", issued(7));
+    const failing = handler(clock, fail);
+    for (let i = 0; i < 5; i++) {
+      await failing.deliver({ deliveryId: (await seedDelivery(t.db, bot.id, { votedAt: clock.now() })).id });
+      clock.advance(DAY / 2);
+    }
+    await handler(clock, ok).deliver({
+      deliveryId: (await seedDelivery(t.db, bot.id, { votedAt: clock.now() })).id,
+    });
+    clock.advance(3 * DAY);
+    const result = await failing.deliver({
+      deliveryId: (await seedDelivery(t.db, bot.id, { votedAt: clock.now() })).id,
+    });
+    expect(result.kind).toBe("retry");
+    expect((await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt).toBeNull();
+  });
+
+  it("when fewer deliveries than the minimum failed, then the webhook stays enabled however long", async () => {
+    const clock = new ManualClock(new Date());
+    const bot = await seedBot(t.db);
+    await configureWebhook(t.db, bot.id, "https://example.test/quiet", issued(8));
+    const { deliver } = handler(clock, fail);
+    for (let i = 0; i < 3; i++) {
+      await deliver({ deliveryId: (await seedDelivery(t.db, bot.id, { votedAt: clock.now() })).id });
+      clock.advance(4 * DAY);
+    }
+    expect((await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt).toBeNull();
+  });
+});

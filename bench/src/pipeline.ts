@@ -1,0 +1,318 @@
+/**
+ * The two whole-pipeline scenarios of `pnpm bench` (ingest → outbox → queue → dispatcher →
+ * receiver, every app on this box):
+ *
+ * - `webhook-mix`: every voted bot has a webhook and one dispatcher runs while votes are cast at
+ *   full speed, alternating with the floor's vote route. Targets: ingest ≥ 0.3× of the floor, and
+ *   every recorded vote delivered by the end. Also reports deliveries/s *while votes are cast*.
+ * - `hostile`: 10 % of the bots' receivers hold every request until the dispatcher's timeout, 10 %
+ *   answer 500 at once, 5 % have a host name that does not resolve (`*.invalid`); votes at an even
+ *   500/s. Targets: healthy bots' p99 vote → delivery < 250 ms, and one replica drains ≥ 1,000
+ *   healthy deliveries/s from a queue filled with the same mix.
+ */
+import type pg from "pg";
+import { type LoadResult, load } from "./load.js";
+import { cpuSeconds, cpuSecondsOf } from "./procs.js";
+import type { Receiver } from "./receiver.js";
+
+export const MIX_PATH = "/mix";
+export const HOSTILE_OK_PATH = "/hostile-ok";
+
+type Build = () => { path: string; headers?: Record<string, string>; body?: string };
+
+export interface PipelineContext {
+  ingestUrl: string;
+  floorUrl: string;
+  internalKey: string;
+  receiver: Receiver;
+  db: pg.Client;
+  roundS: number;
+  rounds: number;
+  connections: number;
+  redisPid: () => number | undefined;
+  ingestPid: () => number | undefined;
+  /** Stops every running dispatcher and starts one; returns its pid. */
+  restartDispatcher: () => Promise<number | undefined>;
+  stopDispatchers: () => Promise<void>;
+  /** Votes at an even `rate` per second for `durationS` seconds. */
+  paced: (url: string, rate: number, durationS: number, connections: number, request: Build) => Promise<void>;
+  log: (line: string) => void;
+}
+
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+}
+
+const median = (xs: number[]) => percentile(xs, 50);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Bots of the two scenarios, inserted in one statement each. */
+export async function seedPipelineBots(
+  client: pg.Client,
+  encrypt: (secret: string) => string,
+  receiver: Receiver,
+  ids: { mix: string[]; hostile: string[] },
+): Promise<{ hostileHealthy: Set<string> }> {
+  const insert = (rows: { id: string; url: string }[]) =>
+    client.query(
+      `INSERT INTO bots (id, status, approved_at, webhook_url, webhook_secret_encrypted)
+       SELECT id, 'approved', now(), url, secret FROM unnest($1::text[], $2::text[], $3::text[]) AS t(id, url, secret)`,
+      [
+        rows.map((r) => r.id),
+        rows.map((r) => r.url),
+        rows.map((r, i) => encrypt(`whsec_bench_${r.id}_${i}`)),
+      ],
+    );
+  await insert(ids.mix.map((id, i) => ({ id, url: receiver.url(MIX_PATH, i) })));
+  const hostileHealthy = new Set<string>();
+  await insert(
+    ids.hostile.map((id, i) => {
+      const kind = i % 20; // 2 of 20 hold, 2 of 20 fail, 1 of 20 does not resolve, 15 of 20 healthy
+      if (kind < 2) return { id, url: receiver.url(`/hold/${i}`, i) };
+      if (kind < 4) return { id, url: receiver.url(`/fail/${i}`, i) };
+      if (kind < 5) return { id, url: `http://bot-${i}.invalid/hook` };
+      hostileHealthy.add(id);
+      return { id, url: receiver.url(HOSTILE_OK_PATH, i) };
+    }),
+  );
+  return { hostileHealthy };
+}
+
+interface Cpu {
+  ingest: number;
+  dispatcher: number;
+  postgres: number;
+  redis: number;
+  loadGenerator: number;
+}
+
+function cpuNow(ctx: PipelineContext, dispatcherPid: number | undefined): Cpu {
+  return {
+    ingest: cpuSeconds(ctx.ingestPid()),
+    dispatcher: cpuSeconds(dispatcherPid),
+    postgres: cpuSecondsOf("postgres"),
+    redis: cpuSeconds(ctx.redisPid()),
+    loadGenerator: cpuSeconds(process.pid),
+  };
+}
+
+/** CPU microseconds per vote of each process between two readings. */
+function perVote(before: Cpu, after: Cpu, votes: number): Cpu {
+  const us = (k: keyof Cpu) => Math.round(((after[k] - before[k]) * 1e6) / Math.max(1, votes));
+  return {
+    ingest: us("ingest"),
+    dispatcher: us("dispatcher"),
+    postgres: us("postgres"),
+    redis: us("redis"),
+    loadGenerator: us("loadGenerator"),
+  };
+}
+
+export interface WebhookMixResult {
+  floor: { rps: number; p50: number; p99: number };
+  ours: { rps: number; p50: number; p99: number; non2xx: number };
+  ratio: number;
+  /** Ratio of each round (ours / the floor round just before it). */
+  roundRatios: number[];
+  /** Deliveries received per second during our rounds (votes being cast at full speed). */
+  deliveriesPerSecondWhileCasting: number;
+  recorded: number;
+  delivered: number;
+  /** Seconds after the last round until every recorded vote was delivered. */
+  drainAfterS: number;
+  /** vote → receipt while casting at full speed. */
+  latencyMs: { p50: number; p99: number };
+  cpuMicrosecondsPerVote: Cpu;
+}
+
+export async function webhookMix(ctx: PipelineContext, bots: string[]): Promise<WebhookMixResult> {
+  const dispatcherPid = await ctx.restartDispatcher();
+  let voter = 0;
+  const build: Build = () => ({
+    path: "/internal/v1/votes",
+    headers: { authorization: ctx.internalKey },
+    body: `{"bot_id":"${bots[voter % bots.length]}","user_id":"${5000000000000000000n + BigInt(voter++)}"}`,
+  });
+  const run = (url: string) =>
+    load({ url, method: "POST", durationS: ctx.roundS, connections: ctx.connections, request: build });
+  // Warm-up (JIT, pools, keep-alive connections): one short round of ours, not measured.
+  await load({
+    url: ctx.ingestUrl,
+    method: "POST",
+    durationS: 1,
+    connections: ctx.connections,
+    request: build,
+  });
+  const floors: LoadResult[] = [];
+  const ours: LoadResult[] = [];
+  const cpus: Cpu[] = [];
+  const rates: number[] = [];
+  ctx.receiver.reset(MIX_PATH);
+  for (let round = 0; round < ctx.rounds; round++) {
+    floors.push(await run(ctx.floorUrl));
+    const before = cpuNow(ctx, dispatcherPid);
+    const from = Date.now();
+    const r = await run(ctx.ingestUrl);
+    const to = Date.now();
+    ours.push(r);
+    cpus.push(perVote(before, cpuNow(ctx, dispatcherPid), r.total - r.non2xx));
+    rates.push(ctx.receiver.receivedBetween(from, to, MIX_PATH) / ((to - from) / 1000));
+  }
+  const castEnded = Date.now();
+  const latencies = [...ctx.receiver.latencies(MIX_PATH)];
+  // Votes whose request was still in flight when a round ended may commit a moment later: count
+  // again until the count is stable and every recorded vote has arrived (or the deadline passes).
+  const countRecorded = async () =>
+    Number(
+      (
+        await ctx.db.query(
+          `SELECT count(*) FROM vote_log
+            WHERE user_id >= '5000000000000000000' AND user_id < '6000000000000000000'`,
+        )
+      ).rows[0].count,
+    );
+  const deadline = Date.now() + 180_000;
+  let recorded = await countRecorded();
+  for (;;) {
+    while (ctx.receiver.received(MIX_PATH) < recorded && Date.now() < deadline) await sleep(50);
+    const again = await countRecorded();
+    if (again === recorded || Date.now() >= deadline) break;
+    recorded = again;
+  }
+  const delivered = ctx.receiver.received(MIX_PATH);
+  const drainAfterS = Math.round((Date.now() - castEnded) / 100) / 10;
+  const avg = (xs: LoadResult[], k: keyof LoadResult) =>
+    xs.reduce((a, x) => a + x[k], 0) / Math.max(1, xs.length);
+  const roundRatios = ours.map((o, i) => Math.round((o.rps / Math.max(1, floors[i]?.rps ?? 1)) * 100) / 100);
+  const meanCpu = (k: keyof Cpu) => Math.round(cpus.reduce((a, c) => a + c[k], 0) / Math.max(1, cpus.length));
+  const result: WebhookMixResult = {
+    floor: { rps: Math.round(avg(floors, "rps")), p50: avg(floors, "p50"), p99: avg(floors, "p99") },
+    ours: {
+      rps: Math.round(avg(ours, "rps")),
+      p50: avg(ours, "p50"),
+      p99: avg(ours, "p99"),
+      non2xx: ours.reduce((a, o) => a + o.non2xx, 0),
+    },
+    ratio: Math.round((avg(ours, "rps") / Math.max(1, avg(floors, "rps"))) * 100) / 100,
+    roundRatios,
+    deliveriesPerSecondWhileCasting: Math.round(rates.reduce((a, r) => a + r, 0) / Math.max(1, rates.length)),
+    recorded,
+    delivered,
+    drainAfterS,
+    latencyMs: { p50: median(latencies), p99: percentile(latencies, 99) },
+    cpuMicrosecondsPerVote: {
+      ingest: meanCpu("ingest"),
+      dispatcher: meanCpu("dispatcher"),
+      postgres: meanCpu("postgres"),
+      redis: meanCpu("redis"),
+      loadGenerator: meanCpu("loadGenerator"),
+    },
+  };
+  ctx.log(
+    `webhook-mix: ingest ${result.ours.rps} votes/s vs floor ${result.floor.rps} = ${result.ratio}× (rounds ${roundRatios.join(", ")}); ` +
+      `${result.deliveriesPerSecondWhileCasting} deliveries/s while casting; ${delivered}/${recorded} recorded votes delivered ` +
+      `(${drainAfterS} s after the last vote); vote → delivery p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms; ` +
+      `CPU µs per vote: ingest ${result.cpuMicrosecondsPerVote.ingest}, dispatcher ${result.cpuMicrosecondsPerVote.dispatcher}, ` +
+      `postgres ${result.cpuMicrosecondsPerVote.postgres}, redis ${result.cpuMicrosecondsPerVote.redis}, load ${result.cpuMicrosecondsPerVote.loadGenerator}`,
+  );
+  return result;
+}
+
+export interface HostileResult {
+  healthyLatencyMs: { p50: number; p99: number; samples: number; expected: number };
+  /** Healthy deliveries per second while votes arrive at 500/s (≈ 375/s is all there is). */
+  healthyPerSecondAt500: number;
+  /** Queue drain: healthy deliveries per second from first to last healthy receipt. */
+  drain: { votes: number; healthy: number; delivered: number; perSecond: number; seconds: number };
+  hostileRequests: { failed: number; held: number };
+}
+
+export async function hostile(
+  ctx: PipelineContext,
+  bots: string[],
+  healthy: Set<string>,
+  options: { seconds: number; drainVotes: number },
+): Promise<HostileResult> {
+  let voter = 0;
+  let healthyCast = 0;
+  // User ids 6… while votes arrive at 500/s, 7… for the drain (the receiver counts each range).
+  let userBase = 6000000000000000000n;
+  const build: Build = () => {
+    const bot = bots[voter % bots.length] as string;
+    if (healthy.has(bot)) healthyCast++;
+    return {
+      path: "/internal/v1/votes",
+      headers: { authorization: ctx.internalKey },
+      body: `{"bot_id":"${bot}","user_id":"${userBase + BigInt(voter++)}"}`,
+    };
+  };
+  const receiver = ctx.receiver;
+  await ctx.restartDispatcher();
+  // Two seconds of warm-up at the same rate, not measured.
+  await ctx.paced(ctx.ingestUrl, 500, 2, ctx.connections, build);
+  await sleep(500);
+  receiver.reset(HOSTILE_OK_PATH);
+  const before = receiver.received(HOSTILE_OK_PATH);
+  healthyCast = 0;
+  const from = Date.now();
+  await ctx.paced(ctx.ingestUrl, 500, options.seconds, ctx.connections, build);
+  const to = Date.now();
+  const expected = healthyCast;
+  const deadline = Date.now() + 5_000;
+  while (receiver.received(HOSTILE_OK_PATH) - before < expected && Date.now() < deadline) await sleep(20);
+  const latencies = [...receiver.latencies(HOSTILE_OK_PATH)];
+  const healthyPerSecondAt500 = Math.round(
+    receiver.receivedBetween(from, to, HOSTILE_OK_PATH) / ((to - from) / 1000),
+  );
+  ctx.log(
+    `hostile at 500 votes/s: healthy p50 ${median(latencies)} ms, p99 ${percentile(latencies, 99)} ms ` +
+      `(${latencies.length} of ${expected} healthy deliveries), ${healthyPerSecondAt500} healthy deliveries/s`,
+  );
+
+  // Drain: the queue filled with the same mix while no dispatcher runs, then one replica.
+  await ctx.stopDispatchers();
+  healthyCast = 0;
+  userBase = 7000000000000000000n;
+  const DRAIN = `${HOSTILE_OK_PATH}@7`;
+  await load({
+    url: ctx.ingestUrl,
+    method: "POST",
+    durationS: 120,
+    connections: ctx.connections,
+    request: build,
+    amount: options.drainVotes,
+  });
+  const drainHealthy = healthyCast;
+  // Healthy jobs left over from the 500/s phase are still queued; they are not counted here.
+  await ctx.restartDispatcher();
+  const drainDeadline = Date.now() + 120_000;
+  while (receiver.received(DRAIN) < drainHealthy && Date.now() < drainDeadline) await sleep(20);
+  const delivered = receiver.received(DRAIN);
+  const { first, last } = receiver.window(DRAIN);
+  const seconds = Math.max(0.001, (last - first) / 1000);
+  const drain = {
+    votes: options.drainVotes,
+    healthy: drainHealthy,
+    delivered,
+    perSecond: Math.round(delivered / seconds),
+    seconds: Math.round(seconds * 10) / 10,
+  };
+  ctx.log(
+    `hostile drain, 1 dispatcher: ${delivered}/${drainHealthy} healthy delivered in ${drain.seconds} s = ${drain.perSecond} healthy deliveries/s ` +
+      `(${options.drainVotes} votes in the queue; hostile requests so far: ${JSON.stringify(receiver.hostile())})`,
+  );
+  await ctx.stopDispatchers();
+  return {
+    healthyLatencyMs: {
+      p50: median(latencies),
+      p99: percentile(latencies, 99),
+      samples: latencies.length,
+      expected,
+    },
+    healthyPerSecondAt500,
+    drain,
+    hostileRequests: receiver.hostile(),
+  };
+}

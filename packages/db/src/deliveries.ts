@@ -1,0 +1,154 @@
+/**
+ * Webhook delivery queries that more than one app runs: the attempt log an owner reads (the edit
+ * page through vote-ingest, the public API with the bot token) and manual redelivery (vote-ingest's
+ * internal endpoint and botctl, the public API).
+ */
+import type { Db } from "./client.js";
+import { toIso } from "./time.js";
+
+/** The edit page (and the public API) list the last ten attempts. */
+export const ATTEMPTS_SHOWN = 10;
+
+export type DeliveryStateName = "pending" | "delivered" | "failed";
+
+/** One attempt as owners see it. */
+export interface AttemptView {
+  deliveryId: string;
+  attempt: number;
+  /** 0 for the delivery's original series of attempts, n after its nth manual redelivery. */
+  series: number;
+  statusCode: number | null;
+  /** null when the attempt succeeded; otherwise e.g. http_status, timeout, connection, redirect. */
+  errorKind: string | null;
+  /** This attempt's own outcome: `delivered` (a 2xx answer) or `failed`. */
+  outcome: "delivered" | "failed";
+  /** The delivery's state now: `pending` (an attempt will follow), `delivered` or `failed`. */
+  deliveryState: DeliveryStateName;
+  attemptedAt: string;
+  /** True for a test event (webhook.test, one attempt, no vote): its own table, no delivery. */
+  test: boolean;
+}
+
+/**
+ * The last ten attempts of a bot, newest first: delivery attempts (webhook_attempts_bot_newest_idx)
+ * and test events (webhook_test_attempts_bot_newest_idx), ten of each read, merged.
+ */
+export async function listRecentAttempts(db: Db, botId: string): Promise<AttemptView[]> {
+  const { rows } = await db.pool.query<{
+    delivery_id: string;
+    attempt_number: number;
+    series: number;
+    status_code: number | null;
+    error_kind: string | null;
+    state: DeliveryStateName;
+    attempted_at: Date;
+    test: boolean;
+  }>({
+    name: "db.recent_attempts",
+    text: `SELECT * FROM (
+       (SELECT a.delivery_id, a.attempt_number, a.series, a.status_code, a.error_kind, d.state,
+               a.attempted_at, false AS test, a.id AS tie
+          FROM webhook_attempts a
+          JOIN webhook_deliveries d ON d.id = a.delivery_id
+         WHERE a.bot_id = $1
+         ORDER BY a.attempted_at DESC, a.id DESC
+         LIMIT $2)
+       UNION ALL
+       (SELECT t.id, 1, 0, t.status_code, t.error_kind,
+               (CASE WHEN t.delivered THEN 'delivered' ELSE 'failed' END)::delivery_state,
+               t.attempted_at, true, 0
+          FROM webhook_test_attempts t
+         WHERE t.bot_id = $1
+         ORDER BY t.attempted_at DESC
+         LIMIT $2)
+     ) attempts
+     ORDER BY attempted_at DESC, test, tie DESC
+     LIMIT $2`,
+    values: [botId, ATTEMPTS_SHOWN],
+  });
+  return rows.map((row) => ({
+    deliveryId: row.delivery_id,
+    attempt: row.attempt_number,
+    series: row.series,
+    statusCode: row.status_code,
+    errorKind: row.error_kind,
+    // The dispatcher records error_kind null exactly when the answer was a 2xx.
+    outcome: row.error_kind === null ? "delivered" : "failed",
+    deliveryState: row.state,
+    attemptedAt: toIso(row.attempted_at),
+    test: row.test,
+  }));
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Whether `value` can be a delivery id (a UUID); anything else is simply not found. */
+export function isDeliveryId(value: unknown): value is string {
+  return typeof value === "string" && UUID.test(value);
+}
+
+export type RedeliverResult =
+  /** No delivery with this id for this bot (also: another bot's delivery, a malformed id). */
+  | { kind: "not_found" }
+  /** The delivery is still pending: its own series of attempts is not over. */
+  | { kind: "pending" }
+  /** The bot has no webhook URL now: the new attempts would have nowhere to go. */
+  | { kind: "no_webhook" }
+  /** A fresh series starts now: hand `delivery` to the queue (jobId = its id). */
+  | {
+      kind: "redelivered";
+      delivery: { id: string; botId: string; attemptsMade: number; nextAttemptAt: Date };
+      series: number;
+    };
+
+/**
+ * Starts a fresh series of five attempts of a `delivered` or `failed` delivery of `botId`: the same
+ * delivery id and vote (so the same body bytes, which the dispatcher rebuilds from the vote row),
+ * attempts_made 0, due now, not handed off yet (handed_off_at NULL, so the outbox relay picks it up
+ * at its next tick if the caller cannot add the job itself). One statement; the row lock makes two
+ * concurrent redeliveries start one series (the second sees `pending`).
+ */
+export async function redeliver(
+  db: Db,
+  botId: string,
+  deliveryId: string,
+  now: Date,
+): Promise<RedeliverResult> {
+  if (!isDeliveryId(deliveryId)) return { kind: "not_found" };
+  const { rows } = await db.pool.query<{
+    state: DeliveryStateName;
+    has_webhook: boolean;
+    series: number | null;
+  }>(
+    `WITH d AS (
+       SELECT w.id, w.state,
+              b.webhook_url IS NOT NULL AND b.webhook_secret_encrypted IS NOT NULL
+                AND b.webhook_disabled_at IS NULL AS has_webhook
+         FROM webhook_deliveries w
+         JOIN bots b ON b.id = w.bot_id
+        WHERE w.id = $1 AND w.bot_id = $2
+          FOR NO KEY UPDATE OF w
+     ), u AS (
+       UPDATE webhook_deliveries w
+          SET state = 'pending', series = w.series + 1, attempts_made = 0, next_attempt_at = $3,
+              handed_off_at = NULL, completed_at = NULL, lease_until = NULL, attempt_started_at = NULL,
+              updated_at = $3
+         FROM d
+        WHERE w.id = d.id AND d.state <> 'pending' AND d.has_webhook
+       RETURNING w.series
+     )
+     SELECT d.state, d.has_webhook, u.series FROM d LEFT JOIN u ON true`,
+    [deliveryId, botId, now],
+  );
+  const row = rows[0];
+  if (!row) return { kind: "not_found" };
+  if (row.series !== null) {
+    return {
+      kind: "redelivered",
+      delivery: { id: deliveryId, botId, attemptsMade: 0, nextAttemptAt: now },
+      series: row.series,
+    };
+  }
+  if (row.state === "pending") return { kind: "pending" };
+  return { kind: "no_webhook" };
+}

@@ -1,0 +1,178 @@
+import { z } from "zod";
+import { type HttpTimeouts, httpTimeoutsProblem } from "./serve.js";
+
+/** Building blocks for the apps' env schemas, with the defaults of docs/operations. */
+export const EnvFields = {
+  NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, "must be a postgresql:// URL")
+    .default("postgresql://postgres@127.0.0.1:5432/botdir"),
+  REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\//, "must be a redis:// or rediss:// URL")
+    .default("redis://127.0.0.1:6379"),
+  DB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  /**
+   * How long a query waits for a pool connection (a new one, or a free one) before the request
+   * fails with the 500 and Retry-After: while PostgreSQL is unreachable requests fail fast.
+   */
+  DB_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(500),
+  /** After SIGTERM: /readyz answers 503 and the app keeps serving this long before closing. */
+  SHUTDOWN_DRAIN_MS: z.coerce.number().int().min(0).max(120_000).default(5_000),
+  /** Keep-alive idle timeout of every listener: longer than the load balancer's idle timeout. */
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(65_000),
+  /** Time for a request's headers: longer than HTTP_KEEP_ALIVE_TIMEOUT_MS. */
+  HTTP_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(66_000),
+  /** Time for a whole request (headers and body): at least HTTP_HEADERS_TIMEOUT_MS. */
+  HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(90_000),
+  port: (fallback: number) => z.coerce.number().int().min(0).max(65_535).default(fallback),
+  /** `true`/`false`, `1`/`0`, `yes`/`no`. */
+  boolean: (fallback: boolean) =>
+    z
+      .enum(["true", "false", "1", "0", "yes", "no", ""])
+      .default(fallback ? "true" : "false")
+      .transform((v) => v === "true" || v === "1" || v === "yes"),
+  /** A 32-byte key: 64 hex characters or canonical base64 of exactly 32 bytes (nothing lenient). */
+  encryptionKey: z
+    .string()
+    .refine((v) => decodeEncryptionKey(v) !== null, "must be 32 bytes as 64 hex characters or base64"),
+  /** A key ring: comma-separated 32-byte keys (each as encryptionKey); the first encrypts. */
+  encryptionKeys: z
+    .string()
+    .refine(
+      (v) => v.split(",").every((k) => decodeEncryptionKey(k) !== null),
+      "must be comma-separated 32-byte keys, each 64 hex characters or base64",
+    ),
+} as const;
+
+/** The three listener timeouts of an env parsed with EnvFields' HTTP_*_TIMEOUT_MS fields. */
+export function httpTimeoutsOf(env: {
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: number;
+  HTTP_HEADERS_TIMEOUT_MS: number;
+  HTTP_REQUEST_TIMEOUT_MS: number;
+}): HttpTimeouts {
+  return {
+    keepAliveMs: env.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    headersMs: env.HTTP_HEADERS_TIMEOUT_MS,
+    requestMs: env.HTTP_REQUEST_TIMEOUT_MS,
+  };
+}
+
+/** superRefine of every app env: the order of the listener timeouts (one line when broken). */
+export function checkHttpTimeouts(
+  env: {
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: number;
+    HTTP_HEADERS_TIMEOUT_MS: number;
+    HTTP_REQUEST_TIMEOUT_MS: number;
+  },
+  ctx: z.RefinementCtx,
+): void {
+  const problem = httpTimeoutsProblem(httpTimeoutsOf(env));
+  if (problem !== null) {
+    const [name, ...rest] = problem.split(" ");
+    ctx.addIssue({ code: "custom", path: [name as string], message: rest.join(" ") });
+  }
+}
+
+/**
+ * Strict decoding of a 32-byte key: 64 hex characters, or base64/base64url of exactly 32 bytes
+ * (43 characters, or 44 ending in one `=`), canonical. The one decoder of SECRET_ENCRYPTION_KEY(S):
+ * the apps hand the decoded ring (keyRing) to @botdir/db's createSecretBox.
+ */
+export function decodeEncryptionKey(value: string): Buffer | null {
+  const v = value.trim();
+  if (/^[0-9a-fA-F]{64}$/.test(v)) return Buffer.from(v, "hex");
+  if (!/^[A-Za-z0-9+/]{43}=?$/.test(v) && !/^[A-Za-z0-9_-]{43}=?$/.test(v)) return null;
+  const std = v.replace(/-/g, "+").replace(/_/g, "/").replace(/=$/, "");
+  const bytes = Buffer.from(std, "base64");
+  return bytes.length === 32 && bytes.toString("base64").replace(/=$/, "") === std ? bytes : null;
+}
+
+/** The env variables of the key ring (SECRET_ENCRYPTION_KEYS, or the single SECRET_ENCRYPTION_KEY). */
+export interface KeyRingEnv {
+  SECRET_ENCRYPTION_KEYS?: string | undefined;
+  SECRET_ENCRYPTION_KEY?: string | undefined;
+}
+
+/**
+ * superRefine step of an app's env: the two variables are exclusive (which one would win is a
+ * question nobody should have to ask during a rotation), and `required` asks for one of them.
+ */
+export function checkKeyRing(env: KeyRingEnv, ctx: z.RefinementCtx, required: boolean): void {
+  if (env.SECRET_ENCRYPTION_KEYS !== undefined && env.SECRET_ENCRYPTION_KEY !== undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["SECRET_ENCRYPTION_KEY"],
+      message:
+        "must not be set together with SECRET_ENCRYPTION_KEYS (put every key in SECRET_ENCRYPTION_KEYS)",
+    });
+  } else if (
+    required &&
+    env.SECRET_ENCRYPTION_KEYS === undefined &&
+    env.SECRET_ENCRYPTION_KEY === undefined
+  ) {
+    ctx.addIssue({ code: "custom", path: ["SECRET_ENCRYPTION_KEY"], message: "is required" });
+  }
+}
+
+/** The decoded key ring, first key first (it encrypts); empty when neither variable is set. */
+export function keyRing(env: KeyRingEnv): Buffer[] {
+  const text = env.SECRET_ENCRYPTION_KEYS ?? env.SECRET_ENCRYPTION_KEY;
+  if (text === undefined) return [];
+  return text.split(",").map((k) => {
+    const key = decodeEncryptionKey(k);
+    if (!key) throw new EnvError("Invalid environment: SECRET_ENCRYPTION_KEYS must be 32-byte keys.");
+    return key;
+  });
+}
+
+export class EnvError extends Error {}
+
+/**
+ * Parses the environment with `schema`. On failure throws EnvError with one line naming the first
+ * bad variable, e.g. "Invalid environment: API_PORT must be a number."
+ */
+export function parseEnv<S extends z.ZodType>(
+  schema: S,
+  source: Record<string, string | undefined>,
+): z.output<S> {
+  // An empty variable counts as unset, as shells and compose files often export VAR=.
+  const cleaned = Object.fromEntries(Object.entries(source).filter(([, v]) => v !== undefined && v !== ""));
+  const result = schema.safeParse(cleaned);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  const name = issue?.path.join(".") || "environment";
+  const missing = issue?.code === "invalid_type" && cleaned[name] === undefined;
+  const message = missing ? "is required" : (issue?.message ?? "is invalid").replace(/^Invalid input: /, "");
+  throw new EnvError(`Invalid environment: ${name} ${message.replace(/\.$/, "")}.`);
+}
+
+/** parseEnv for main.ts: prints the one line to stderr and exits 1. */
+export function loadEnvOrExit<S extends z.ZodType>(
+  schema: S,
+  source: Record<string, string | undefined>,
+): z.output<S> {
+  try {
+    return parseEnv(schema, source);
+  } catch (error) {
+    if (error instanceof EnvError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+}
+
+/**
+ * ioredis options of every connection that must fail at once while Redis is down rather than
+ * queue commands and hang (queue producers, the API's limiter and caches, scrape-time reads): no
+ * offline queue, one retry, a 2 s connect timeout. Never for a BullMQ worker connection, which
+ * needs `maxRetriesPerRequest: null`.
+ */
+export const FAIL_FAST_REDIS = {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 1,
+  connectTimeout: 2_000,
+} as const;

@@ -1,0 +1,34 @@
+/** Dependency checks behind every app's health endpoint. */
+import { withTimeout } from "./timeout.js";
+
+export type HealthChecks = Record<string, () => Promise<unknown>>;
+
+export interface HealthReport {
+  ok: boolean;
+  body: {
+    status: "ok" | "unavailable";
+    checks: Record<string, "ok" | "down">;
+    error?: string;
+  };
+}
+
+const NAMES: Record<string, string> = { postgres: "PostgreSQL", redis: "Redis" };
+
+/**
+ * Runs every check in parallel with a short timeout. 200 body: {status: "ok", checks}; 503 body:
+ * {status: "unavailable", checks, error: "<which dependency> is unreachable."}.
+ */
+export async function runHealthChecks(checks: HealthChecks, timeoutMs = 1_000): Promise<HealthReport> {
+  const names = Object.keys(checks);
+  const results = await Promise.allSettled(names.map((name) => withTimeout(checks[name]!(), timeoutMs)));
+  const statuses: Record<string, "ok" | "down"> = {};
+  const down: string[] = [];
+  results.forEach((result, i) => {
+    const name = names[i]!;
+    statuses[name] = result.status === "fulfilled" ? "ok" : "down";
+    if (result.status === "rejected") down.push(NAMES[name] ?? name);
+  });
+  if (down.length === 0) return { ok: true, body: { status: "ok", checks: statuses } };
+  const error = `${down.join(" and ")} ${down.length === 1 ? "is" : "are"} unreachable.`;
+  return { ok: false, body: { status: "unavailable", checks: statuses, error } };
+}

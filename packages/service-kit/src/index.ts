@@ -1,0 +1,59 @@
+export type { Clock } from "./clock.js";
+export { ManualClock, systemClock } from "./clock.js";
+export type { KeyRingEnv } from "./env.js";
+export {
+  checkHttpTimeouts,
+  checkKeyRing,
+  decodeEncryptionKey,
+  EnvError,
+  EnvFields,
+  FAIL_FAST_REDIS,
+  httpTimeoutsOf,
+  keyRing,
+  loadEnvOrExit,
+  parseEnv,
+} from "./env.js";
+export type { HealthChecks, HealthReport } from "./health.js";
+export { runHealthChecks } from "./health.js";
+export type { Logger, ShutdownStep } from "./http.js";
+export {
+  closeServer,
+  describeError,
+  errorHandler,
+  jsonClientErrors,
+  LOG_REDACT_PATHS,
+  listen,
+  loggerOptions,
+  methodNotAllowed,
+  notFound,
+  requestContext,
+  requestId,
+  requestLog,
+  requireJson,
+  SERVER_ERROR_RETRY_AFTER_SECONDS,
+  scrubSecrets,
+  sendApiError,
+  sendJson,
+  toApiError,
+} from "./http.js";
+export type { HttpMetrics, MetricsRegistryOptions, ScrapeSources } from "./metrics.js";
+export {
+  boundedRead,
+  Counter,
+  createBatchMetrics,
+  createHttpMetrics,
+  createMetricsRegistry,
+  createScrapeSources,
+  Gauge,
+  Histogram,
+  HTTP_DURATION_BUCKETS,
+  metricsHandler,
+  Registry,
+  routeBase,
+  routeLabel,
+  SCRAPE_TIMEOUT_MS,
+  UNMATCHED_ROUTE,
+} from "./metrics.js";
+export type { HttpTimeouts, ServeOptions, Service, ServiceState } from "./serve.js";
+export { createHttpServer, DEFAULT_HTTP_TIMEOUTS, httpTimeoutsProblem, serve } from "./serve.js";
+export { TimeoutError, withTimeout } from "./timeout.js";

@@ -1,0 +1,128 @@
+import net from "node:net";
+import { z } from "zod";
+import { checkHttpTimeouts, EnvFields, httpTimeoutsOf, parseEnv } from "./env.js";
+import { DEFAULT_HTTP_TIMEOUTS, type Service, serve } from "./serve.js";
+
+const silent = { info() {}, warn() {}, error() {} };
+let service: Service;
+let base: string;
+let postgresUp = true;
+let checks = 0;
+
+beforeAll(async () => {
+  service = await serve({
+    logger: silent,
+    app: (_req, res) => {
+      res.setHeader("Content-Type", "text/plain");
+      res.end("app");
+    },
+    port: 0,
+    host: "127.0.0.1",
+    timeouts: { keepAliveMs: 200, headersMs: 400, requestMs: 1_000 },
+    readiness: {
+      postgres: async () => {
+        checks++;
+        if (!postgresUp) throw new Error("down");
+      },
+    },
+    readinessCacheMs: 0,
+  });
+  base = `http://127.0.0.1:${(service.server.address() as net.AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  await service.close();
+});
+
+describe("serve(): probes in front of the app", () => {
+  it("when the process runs, then /livez is 200 without running any dependency check", async () => {
+    const before = checks;
+    const res = await fetch(`${base}/livez`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ status: "ok" });
+    expect(res.headers.get("cache-control")).toBe("no-store");
+    expect(checks).toBe(before);
+  });
+
+  it("when the readiness checks pass, then /readyz is 200 with them; when one fails, 503 naming it", async () => {
+    const ok = await fetch(`${base}/readyz`);
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toEqual({ status: "ok", checks: { postgres: "ok" } });
+    postgresUp = false;
+    try {
+      const down = await fetch(`${base}/readyz?verbose=1`);
+      expect(down.status).toBe(503);
+      expect(await down.json()).toEqual({
+        status: "unavailable",
+        checks: { postgres: "down" },
+        error: "PostgreSQL is unreachable.",
+      });
+    } finally {
+      postgresUp = true;
+    }
+  });
+
+  it("when a probe gets another method, then a JSON 405 with Allow; other paths reach the app", async () => {
+    const post = await fetch(`${base}/readyz`, { method: "POST" });
+    expect(post.status).toBe(405);
+    expect(post.headers.get("allow")).toBe("GET, HEAD");
+    expect(await post.json()).toEqual({ error: "Method not allowed." });
+    expect(await (await fetch(`${base}/readyzz`)).text()).toBe("app");
+    expect(await (await fetch(`${base}/api/health`)).text()).toBe("app");
+  });
+
+  it("sets the listener's timeouts explicitly", () => {
+    expect(service.server.keepAliveTimeout).toBe(200);
+    expect(service.server.headersTimeout).toBe(400);
+    expect(service.server.requestTimeout).toBe(1_000);
+    expect(service.state()).toBe("ready");
+  });
+
+  it("when a client sends its headers slower than the headers timeout, then it gets a JSON 408 and the connection is closed", async () => {
+    const started = Date.now();
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect((service.server.address() as net.AddressInfo).port, "127.0.0.1");
+      let data = "";
+      const drip = setInterval(() => socket.writable && socket.write("X-Slow: 1\r\n"), 50);
+      socket.write("GET /livez HTTP/1.1\r\nHost: x\r\n");
+      socket.on("data", (chunk) => {
+        data += chunk;
+      });
+      socket.on("close", () => {
+        clearInterval(drip);
+        resolve(data);
+      });
+      socket.on("error", () => {});
+      setTimeout(() => reject(new Error("still open after 5 s")), 5_000).unref();
+    });
+    const elapsed = Date.now() - started;
+    expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+    expect(answer).toContain('{"error":"The request took too long to arrive."}');
+    expect(elapsed).toBeGreaterThanOrEqual(350);
+    expect(elapsed).toBeLessThan(2_000);
+  });
+});
+
+describe("HTTP timeout settings", () => {
+  const Env = z
+    .object({
+      HTTP_KEEP_ALIVE_TIMEOUT_MS: EnvFields.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+      HTTP_HEADERS_TIMEOUT_MS: EnvFields.HTTP_HEADERS_TIMEOUT_MS,
+      HTTP_REQUEST_TIMEOUT_MS: EnvFields.HTTP_REQUEST_TIMEOUT_MS,
+    })
+    .superRefine(checkHttpTimeouts);
+
+  it("defaults to keep-alive 65 s, headers 66 s, request 90 s", () => {
+    expect(httpTimeoutsOf(parseEnv(Env, {}))).toEqual(DEFAULT_HTTP_TIMEOUTS);
+    expect(DEFAULT_HTTP_TIMEOUTS).toEqual({ keepAliveMs: 65_000, headersMs: 66_000, requestMs: 90_000 });
+  });
+
+  it("when the headers timeout is not longer than keep-alive, then one line names the rule", () => {
+    expect(() => parseEnv(Env, { HTTP_KEEP_ALIVE_TIMEOUT_MS: "70000" })).toThrow(
+      "Invalid environment: HTTP_HEADERS_TIMEOUT_MS must be longer than HTTP_KEEP_ALIVE_TIMEOUT_MS.",
+    );
+    expect(() => parseEnv(Env, { HTTP_HEADERS_TIMEOUT_MS: "100000" })).toThrow(
+      "Invalid environment: HTTP_REQUEST_TIMEOUT_MS must be at least HTTP_HEADERS_TIMEOUT_MS.",
+    );
+  });
+});
