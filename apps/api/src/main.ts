@@ -19,9 +19,10 @@ const db = createDb({
 const redis = new Redis(env.REDIS_URL, FAIL_FAST_REDIS);
 redis.on("error", () => {}); // reconnects by itself; health reports it
 
-// The valid token hashes, on one pooled connection held for LISTEN: unknown tokens are refused
-// with no I/O once it is loaded (until then, and whenever it is not fresh, PostgreSQL decides).
-const tokens = createTokenSet({ connect: () => db.pool.connect(), logger });
+// The valid token hashes, on a connection of their own held for LISTEN (not one of the pool's, so
+// requests keep all DB_POOL_MAX): unknown tokens are refused with no I/O once it is loaded (until
+// then, and whenever it is not fresh, PostgreSQL decides).
+const tokens = createTokenSet({ connect: () => db.connectDedicated(env.DATABASE_LISTEN_URL), logger });
 tokens.start();
 
 const metrics = createApiMetrics({ processMetrics: true });

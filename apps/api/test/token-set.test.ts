@@ -18,7 +18,7 @@ beforeAll(async () => {
   h = await createHarness();
 });
 
-// Each set holds a pooled connection for LISTEN: give it back after every test.
+// Each set holds a connection of its own for LISTEN: close it after every test.
 afterEach(async () => {
   for (const set of sets.splice(0)) await set.stop();
 });
@@ -33,7 +33,7 @@ function tokenSet(
   options: { recentChangeMs?: number; connect?: () => Promise<ListenConnection> } = {},
 ): TokenSet {
   const set = createTokenSet({
-    connect: options.connect ?? (() => h.t.db.pool.connect()),
+    connect: options.connect ?? (() => h.t.db.connectDedicated()),
     logger: h.logger,
     recentChangeMs: options.recentChangeMs ?? 0,
     reconnectDelayMs: 50,
@@ -70,6 +70,27 @@ async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 3_
 
 const check = (app: ReturnType<Harness["app"]>, id: string, token: string) =>
   request(app).get(`/api/v1/bots/${id}/check`).query({ userId: USER }).set({ Authorization: token });
+
+describe("the set's connection", () => {
+  it("when the set is loaded and listening, then it holds none of the pool's connections and gives its own back on stop", async () => {
+    const checkedOut = () => h.t.db.pool.totalCount - h.t.db.pool.idleCount;
+    const before = checkedOut();
+    const listening = async () =>
+      Number(
+        (
+          await h.t.db.pool.query<{ n: string }>(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND (query LIKE 'SELECT token_hash FROM bots%' OR query LIKE '%pg_notify%' OR query LIKE '%LISTEN%')",
+          )
+        ).rows[0]?.n,
+      );
+    const tokens = tokenSet();
+    await tokens.whenFresh();
+    expect(checkedOut()).toBe(before);
+    expect(await listening()).toBe(1);
+    await tokens.stop();
+    await until(async () => (await listening()) === 0);
+  });
+});
 
 describe("unknown tokens with a fresh token set", () => {
   it("when random tokens hit the endpoints, then 401 with no PostgreSQL query and no Redis command", async () => {

@@ -20,8 +20,18 @@ export interface Db {
   prisma: PrismaClient;
   /** The same pool Prisma uses, for the few hot-path queries written in SQL. */
   pool: pg.Pool;
+  /**
+   * Opens a connection outside the pool, for a session held for the process's life (the API's
+   * LISTEN): it never takes one of the `poolMax` connections that requests wait for. `url`
+   * defaults to the pool's (give a direct one when the pool goes through a transaction-pooling
+   * PgBouncer, where LISTEN does not work). `release()` closes it.
+   */
+  connectDedicated(url?: string): Promise<DedicatedConnection>;
   close(): Promise<void>;
 }
+
+/** A pg Client with the pool client's `release` (which here always closes it). */
+export type DedicatedConnection = pg.Client & { release(destroy?: boolean | Error): void };
 
 // BIGINT comes back as a string by default; server counts and ids fit in a JS safe integer
 // (the API refuses unsafe integers), so parse them to numbers for the raw-SQL paths.
@@ -51,6 +61,24 @@ export function createDb(options: DbOptions): Db {
   return {
     prisma,
     pool,
+    async connectDedicated(url = options.url) {
+      const client = new pg.Client({
+        connectionString: url,
+        connectionTimeoutMillis: options.connectionTimeoutMs ?? 500,
+        statement_timeout: options.statementTimeoutMs ?? 5_000,
+        query_timeout: (options.statementTimeoutMs ?? 5_000) + 1_000,
+        application_name: "botdir",
+      });
+      // Same reason as the pool's: a lost connection must not be an unhandled 'error' event; the
+      // holder listens for 'error'/'end' itself.
+      client.on("error", () => {});
+      await client.connect();
+      return Object.assign(client, {
+        release() {
+          client.end().catch(() => {});
+        },
+      });
+    },
     async close() {
       if (closed) return;
       closed = true;

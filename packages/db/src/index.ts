@@ -1,4 +1,4 @@
-export type { Db, DbOptions } from "./client.js";
+export type { Db, DbOptions, DedicatedConnection } from "./client.js";
 export { createDb } from "./client.js";
 export { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL } from "./defaults.js";
 export type { AttemptView, DeliveryStateName, RedeliverResult } from "./deliveries.js";
