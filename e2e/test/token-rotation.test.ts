@@ -4,6 +4,7 @@
  * the token's hash up on every request, with nothing cached in between.
  */
 import { randomBytes } from "node:crypto";
+import type { RequestListener } from "node:http";
 import { createSecretBox } from "@botdir/db";
 import {
   createTestDatabase,
@@ -23,7 +24,7 @@ const KEY = randomBytes(24).toString("base64url");
 const silent = { info() {}, warn() {}, error() {} };
 let t: TestDatabase;
 let redis: Redis;
-let api: Express;
+let api: RequestListener;
 let ingest: Express;
 
 beforeAll(async () => {

@@ -2,6 +2,8 @@
  * A vote cast on vote-ingest is what the public API reports: /check and /votes give the same
  * instant, to the millisecond, and the window reopens after 12 hours on the same clock.
  */
+
+import type { RequestListener } from "node:http";
 import {
   createTestDatabase,
   randomUserId,
@@ -26,7 +28,7 @@ let redis: Redis;
 let queue: DeliveryQueue;
 let clock: ManualClock;
 let ingest: Express;
-let api: Express;
+let api: RequestListener;
 
 beforeAll(async () => {
   t = await createTestDatabase();

@@ -1,3 +1,4 @@
+import type { RequestListener } from "node:http";
 import { type BatchLimits, createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
 import type { Db } from "@botdir/db";
 import { type Clock, errorHandler, type Logger, notFound, requestContext } from "@botdir/service-kit";
@@ -5,6 +6,7 @@ import express, { type Express, type Request } from "express";
 import type { Redis } from "ioredis";
 import type { ApiContext } from "./context.js";
 import { type ApiDeps, DEFAULT_REDIS_PREFIX } from "./deps.js";
+import { createEarlyRefusals } from "./http/early-refusals.js";
 import { type BodyLimits, DEFAULT_BODY_LIMITS } from "./http/json-body.js";
 import { type ApiMetrics, createApiMetrics, instrumentLimiter } from "./metrics.js";
 import { registerCheck } from "./routes/check.js";
@@ -29,8 +31,11 @@ function collapseSlashes(req: Request): void {
   if (path.includes("//")) req.url = path.replace(/\/{2,}/g, "/") + (q === -1 ? "" : req.url.slice(q));
 }
 
-/** Wires middleware and routes; nothing else. */
-export function createApp(deps: ApiDeps): Express {
+/** Wires middleware and routes, and the early refusals in front of them; nothing else. */
+/** The API's request listener; `express` is the Express app behind the early refusals (route listings). */
+export type ApiApp = RequestListener & { express: Express };
+
+export function createApp(deps: ApiDeps): ApiApp {
   const prefix = deps.redisPrefix ?? DEFAULT_REDIS_PREFIX;
   const metrics = deps.metrics ?? createApiMetrics();
   const batching: BatchLimits = { ...DEFAULT_BATCH_LIMITS, ...deps.batching };
@@ -52,7 +57,8 @@ export function createApp(deps: ApiDeps): Express {
       metrics,
     ),
     tokens: deps.tokens ?? null,
-    limitNotes: createLimitNotes(),
+    // A request refused from a note is a rate-limit rejection like one Redis decided.
+    limitNotes: createLimitNotes({ onRefusal: (endpoint) => metrics.rejections[endpoint].inc() }),
     caches: createCaches({ redis: deps.redis, prefix, logger: deps.logger, clock: deps.clock }),
     voteWindow: createBatcher({
       ...batching,
@@ -98,5 +104,11 @@ export function createApp(deps: ApiDeps): Express {
 
   app.use(notFound());
   app.use(errorHandler(deps.logger));
-  return app;
+
+  // The refusals that need no I/O are answered before Express (http/early-refusals.ts).
+  const early = createEarlyRefusals(ctx, { logger: deps.logger, metrics: metrics.http });
+  const listener: RequestListener = (req, res) => {
+    if (!early(req, res)) app(req, res);
+  };
+  return Object.assign(listener, { express: app });
 }

@@ -1,11 +1,11 @@
+import type { RequestListener } from "node:http";
 import { generateToken, hashToken } from "@botdir/db";
 import { randomBotId, seedBot } from "@botdir/db/testing";
-import type { Express } from "express";
 import request from "supertest";
 import { cmd, createHarness, type Harness, USER } from "./support.js";
 
 let h: Harness;
-let app: Express;
+let app: RequestListener;
 
 beforeAll(async () => {
   h = await createHarness();
@@ -17,7 +17,7 @@ afterAll(async () => {
   await h.close();
 });
 
-type Send = (app: Express, id: string, headers: Record<string, string>) => request.Test;
+type Send = (app: RequestListener, id: string, headers: Record<string, string>) => request.Test;
 
 const ENDPOINTS: { name: string; send: Send }[] = [
   {

@@ -4,13 +4,14 @@
  * botlister, BLAPI), with only the base URL pointed at us (`https://<host>/api/v1`).
  * Bodies are sent as the raw bytes the libraries produce.
  */
+
+import type { RequestListener } from "node:http";
 import { seedBot } from "@botdir/db/testing";
-import type { Express } from "express";
 import request from "supertest";
 import { castVote, createHarness, type Harness } from "./support.js";
 
 let h: Harness;
-let app: Express;
+let app: RequestListener;
 let bot: { id: string; token: string };
 
 const VOTER = "987654321098765432";

@@ -4,15 +4,15 @@
  * left for vote-ingest's outbox relay to hand to the dispatcher).
  */
 import { randomUUID } from "node:crypto";
+import type { RequestListener } from "node:http";
 import type { Db } from "@botdir/db";
 import { randomUserId, seedBot } from "@botdir/db/testing";
 import { DeliveryAttemptsResponse, RedeliverResponse } from "@botdir/schema";
-import type { Express } from "express";
 import request from "supertest";
 import { createHarness, type Harness } from "./support.js";
 
 let h: Harness;
-let app: Express;
+let app: RequestListener;
 
 beforeAll(async () => {
   h = await createHarness();

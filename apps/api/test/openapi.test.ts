@@ -1,9 +1,10 @@
 import type { Express } from "express";
 import request from "supertest";
+import type { ApiApp } from "../src/app.js";
 import { createHarness, type Harness } from "./support.js";
 
 let h: Harness;
-let app: Express;
+let app: ApiApp;
 
 beforeAll(async () => {
   h = await createHarness();
@@ -52,7 +53,7 @@ describe("GET /api/v1/openapi.json", () => {
     const documented = Object.entries(doc.paths)
       .flatMap(([path, ops]) => Object.keys(ops).map((method) => `${method.toUpperCase()} ${path}`))
       .sort();
-    const served = routesOf(app);
+    const served = routesOf(app.express);
     expect(served.length).toBeGreaterThanOrEqual(10);
     expect(documented).toEqual(served);
   });

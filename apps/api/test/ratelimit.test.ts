@@ -1,7 +1,7 @@
+import type { RequestListener } from "node:http";
 import { createServer, type Server, type Socket } from "node:net";
 import { hashToken } from "@botdir/db";
 import { randomBotId, seedBot, startRedisServer } from "@botdir/db/testing";
-import type { Express } from "express";
 import { Redis } from "ioredis";
 import request from "supertest";
 import { cmd, connectRedis, createHarness, deadRedis, type Harness, USER } from "./support.js";
@@ -22,7 +22,7 @@ async function newBot() {
 }
 
 const putCommands = (
-  app: Express,
+  app: RequestListener,
   id: string,
   auth: Record<string, string>,
   body: unknown = { commands: [cmd("a")] },
@@ -130,17 +130,17 @@ describe("the other endpoints' limits", () => {
   it.each([
     [
       "stats",
-      (a: Express, id: string, auth: Record<string, string>) =>
+      (a: RequestListener, id: string, auth: Record<string, string>) =>
         request(a).post(`/api/v1/bots/${id}/stats`).set(auth).send({ server_count: 1 }),
     ],
     [
       "check",
-      (a: Express, id: string, auth: Record<string, string>) =>
+      (a: RequestListener, id: string, auth: Record<string, string>) =>
         request(a).get(`/api/v1/bots/${id}/check`).query({ userId: USER }).set(auth),
     ],
     [
       "votes",
-      (a: Express, id: string, auth: Record<string, string>) =>
+      (a: RequestListener, id: string, auth: Record<string, string>) =>
         request(a).get(`/api/v1/bots/${id}/votes`).set(auth),
     ],
   ])("when %s's limit is used up, then 429 with retryAfter and Retry-After", async (endpoint, send) => {

@@ -1,10 +1,10 @@
+import type { RequestListener } from "node:http";
 import { seedBot } from "@botdir/db/testing";
-import type { Express } from "express";
 import request from "supertest";
 import { createHarness, type Harness, USER } from "./support.js";
 
 let h: Harness;
-let app: Express;
+let app: RequestListener;
 
 beforeAll(async () => {
   h = await createHarness();

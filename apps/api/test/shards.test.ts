@@ -2,13 +2,14 @@
  * Per-shard stats: each shard of a bot posts its own count (shard_id + shard_count + a count), and
  * the bot's server_count is the sum over its shards' latest counts, in the one /stats statement.
  */
+
+import type { RequestListener } from "node:http";
 import { seedBot, watchQueries } from "@botdir/db/testing";
-import type { Express } from "express";
 import request from "supertest";
 import { createHarness, type Harness } from "./support.js";
 
 let h: Harness;
-let app: Express;
+let app: RequestListener;
 
 beforeAll(async () => {
   h = await createHarness();

@@ -1,14 +1,14 @@
 import { once } from "node:events";
+import type { RequestListener } from "node:http";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { seedBot, watchQueries } from "@botdir/db/testing";
 import { StatsResponse } from "@botdir/schema";
-import type { Express } from "express";
 import request from "supertest";
 import { createHarness, type Harness } from "./support.js";
 
 let h: Harness;
-let app: Express;
+let app: RequestListener;
 
 beforeAll(async () => {
   h = await createHarness();

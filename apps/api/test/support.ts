@@ -1,9 +1,10 @@
 /** Shared fixtures of the API tests: real PostgreSQL and Redis, one database and key prefix per file. */
+
+import type { RequestListener } from "node:http";
 import { createTestDatabase, type TestDatabase, testRedisPrefix, testRedisUrl } from "@botdir/db/testing";
 import { type Logger, ManualClock } from "@botdir/service-kit";
-import type { Express } from "express";
 import { Redis } from "ioredis";
-import { createApp } from "../src/app.js";
+import { type ApiApp, createApp } from "../src/app.js";
 import type { ApiDeps } from "../src/deps.js";
 
 export const USER = "987654321098765432";
@@ -54,7 +55,7 @@ export interface Harness {
   clock: ManualClock;
   logger: CapturingLogger;
   /** A fresh app on this file's database and Redis prefix; overrides for limits etc. */
-  app(overrides?: Partial<ApiDeps>): Express;
+  app(overrides?: Partial<ApiDeps>): ApiApp;
   close(): Promise<void>;
 }
 

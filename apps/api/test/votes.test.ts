@@ -1,11 +1,11 @@
+import type { RequestListener } from "node:http";
 import { randomUserId, seedBot } from "@botdir/db/testing";
 import { VotesResponse } from "@botdir/schema";
-import type { Express } from "express";
 import request from "supertest";
 import { createHarness, type Harness } from "./support.js";
 
 let h: Harness;
-let app: Express;
+let app: RequestListener;
 
 beforeAll(async () => {
   h = await createHarness();

@@ -1,13 +1,13 @@
+import type { RequestListener } from "node:http";
 import { createDb } from "@botdir/db";
 import { randomUserId, seedBot, watchQueries } from "@botdir/db/testing";
-import type { Express } from "express";
 import request from "supertest";
 import { WIDGET_QUERY_TIMEOUT_MS } from "../src/routes/widget.js";
 import { WIDGET_LOCAL_CACHE_SECONDS } from "../src/services/cache.js";
 import { createHarness, deadRedis, type Harness } from "./support.js";
 
 let h: Harness;
-let app: Express;
+let app: RequestListener;
 
 beforeAll(async () => {
   h = await createHarness();
@@ -27,7 +27,7 @@ async function votesAgo(botId: string, daysAgo: number[]) {
   });
 }
 
-const widget = (id: string, on: Express = app) =>
+const widget = (id: string, on: RequestListener = app) =>
   request(on)
     .get(`/widget/${id}.svg`)
     .buffer(true)

@@ -4,7 +4,7 @@
  * referenced by type here; each app passes its own `express` in.
  */
 import { randomUUID } from "node:crypto";
-import type { Server } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { createRequire } from "node:module";
 import type { Duplex } from "node:stream";
 import { ApiError, MESSAGES } from "@botdir/schema";
@@ -29,10 +29,15 @@ export function requestId(): RequestHandler {
 }
 
 function assignRequestId(req: Request, res: Response): void {
+  res.locals.reqId = setRequestId(req, res);
+}
+
+/** Kept from `X-Request-Id` when it is sane, else a new UUID; sent back in the same header. */
+function setRequestId(req: IncomingMessage, res: ServerResponse): string {
   const incoming = req.headers["x-request-id"];
   const id = typeof incoming === "string" && /^[\w.-]{1,64}$/.test(incoming) ? incoming : randomUUID();
-  res.locals.reqId = id;
   res.setHeader("X-Request-Id", id);
+  return id;
 }
 
 /**
@@ -59,35 +64,61 @@ export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHa
   };
 }
 
-function onFinished(logger: Logger, metrics?: HttpMetrics) {
-  const report = (req: Request, res: Response, start: bigint) => {
-    const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-    const route = routeLabel(req, res);
-    metrics?.observe(route, req.method, res.statusCode, seconds);
-    // pino's disabled levels are no-ops; skip building the line too (the benchmark runs at warn).
-    if (logger.isLevelEnabled?.("info") === false) return;
-    const url = req.originalUrl;
-    const q = url.indexOf("?");
-    logger.info(
-      {
-        reqId: res.locals.reqId,
-        method: req.method,
-        route,
-        path: q === -1 ? url : url.slice(0, q),
-        status: res.statusCode,
-        ms: Math.round(seconds * 10_000) / 10,
-      },
-      "request",
-    );
+/**
+ * For a request answered before Express sees it (the API's early refusals): the same request id,
+ * log line and metrics as requestContext, with the route pattern given by the caller (there is no
+ * `req.route` nor `res.locals`).
+ */
+export function earlyRequestContext(
+  logger: Logger,
+  metrics?: HttpMetrics,
+): (req: IncomingMessage, res: ServerResponse, route: string) => void {
+  const report = reporter(logger, metrics);
+  return (req, res, route) => {
+    const start = process.hrtime.bigint();
+    const reqId = setRequestId(req, res);
+    res.on("finish", () => report(req.method ?? "GET", req.url ?? "/", route, res.statusCode, reqId, start));
   };
+}
+
+/** The log line and the metrics of one finished request; never throws. */
+function reporter(logger: Logger, metrics?: HttpMetrics) {
+  return (method: string, url: string, route: string, status: number, reqId: unknown, start: bigint) => {
+    try {
+      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+      metrics?.observe(route, method, status, seconds);
+      // pino's disabled levels are no-ops; skip building the line too (the benchmark runs at warn).
+      if (logger.isLevelEnabled?.("info") === false) return;
+      const q = url.indexOf("?");
+      logger.info(
+        {
+          reqId,
+          method,
+          route,
+          path: q === -1 ? url : url.slice(0, q),
+          status,
+          ms: Math.round(seconds * 10_000) / 10,
+        },
+        "request",
+      );
+    } catch {
+      // Metrics and the log line are best-effort: a failure here must not be thrown into Node's
+      // HTTP machinery (a throwing `finish` listener is an uncaught exception).
+    }
+  };
+}
+
+function onFinished(logger: Logger, metrics?: HttpMetrics) {
+  const report = reporter(logger, metrics);
   return (req: Request, res: Response, start: bigint) => {
     res.on("finish", () => {
+      let route: string;
       try {
-        report(req, res, start);
+        route = routeLabel(req, res);
       } catch {
-        // Metrics and the log line are best-effort: a failure here must not be thrown into Node's
-        // HTTP machinery (a throwing `finish` listener is an uncaught exception).
+        return;
       }
+      report(req.method, req.originalUrl, route, res.statusCode, res.locals.reqId, start);
     });
   };
 }
@@ -154,7 +185,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
  * that refuses a request (401/404/429) can answer without Express walking the remaining layers to
  * reach the error middleware. Same bytes as the error middleware.
  */
-export function sendApiError(res: Response, apiError: ApiError): void {
+export function sendApiError(res: ServerResponse, apiError: ApiError): void {
   if (apiError.code === "rate_limited" && typeof apiError.extra.retryAfter === "number") {
     res.setHeader("Retry-After", String(apiError.extra.retryAfter));
   } else if (apiError.status >= 500) {
@@ -335,7 +366,7 @@ export function listen(server: Server, port: number, host?: string): Promise<voi
  * measurable share of the hot paths). Same bytes and headers as `res.status(status).json(body)`;
  * Node leaves the body out of an answer to HEAD.
  */
-export function sendJson(res: Response, body: unknown, status = 200): void {
+export function sendJson(res: ServerResponse, body: unknown, status = 200): void {
   const text = JSON.stringify(body);
   res.statusCode = status;
   res.setHeader("Content-Type", "application/json; charset=utf-8");

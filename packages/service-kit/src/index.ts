@@ -19,6 +19,7 @@ export type { Logger, ShutdownStep } from "./http.js";
 export {
   closeServer,
   describeError,
+  earlyRequestContext,
   errorHandler,
   jsonClientErrors,
   LOG_REDACT_PATHS,

@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { ApiError } from "@botdir/schema";
 import { sendApiError } from "@botdir/service-kit";
 import type { Request, Response } from "express";
@@ -19,7 +20,7 @@ import {
  * describe the token's own budget). Returns the token's bot id when the request may proceed.
  */
 export function admit(
-  res: Response,
+  res: ServerResponse,
   input: { tokenBotId: string | null; pathId: string | undefined; rate: RateDecision },
 ): string {
   const { tokenBotId, pathId, rate } = input;
@@ -45,24 +46,12 @@ export function admit(
  */
 export async function limitFirst(
   ctx: ApiContext,
-  res: Response,
+  res: ServerResponse,
   endpoint: LimitedEndpoint,
   tokenHash: string,
   pathId: string | undefined,
 ): Promise<RateDecision | NewWindow> {
-  const known = ctx.tokens === null ? "unknown" : ctx.tokens.lookup(tokenHash);
-  if (known === "absent") throw unauthorized();
-  if (known === "present") {
-    const note = ctx.limitNotes.find(endpoint, tokenHash);
-    if (note !== null) {
-      const resetSeconds = toSeconds(note.resetMs);
-      admit(res, {
-        tokenBotId: note.botId,
-        pathId,
-        rate: { kind: "limited", limit: note.limit, remaining: 0, resetSeconds, resetMs: note.resetMs },
-      });
-    }
-  }
+  refuseWithoutIo(ctx, res, endpoint, tokenHash, pathId);
   const rate = await ctx.limiter.consumeExisting(endpoint, tokenHash);
   if (rate.kind === "limited") {
     const botId = await ctx.authenticate(tokenHash);
@@ -72,6 +61,32 @@ export async function limitFirst(
     admit(res, { tokenBotId: botId, pathId, rate });
   }
   return rate;
+}
+
+/**
+ * The refusals decided with no I/O at all, from the fresh token set and the over-limit notes:
+ * throws the 401 (a token not in the set), or for a noted token the 404 (not its bot) or the 429
+ * (with its RateLimit-* headers); returns when they cannot decide. The first step of limitFirst,
+ * and all of the early refusals (early-refusals.ts), which run it before Express.
+ */
+export function refuseWithoutIo(
+  ctx: Pick<ApiContext, "tokens" | "limitNotes">,
+  res: ServerResponse,
+  endpoint: LimitedEndpoint,
+  tokenHash: string,
+  pathId: string | undefined,
+): void {
+  const known = ctx.tokens === null ? "unknown" : ctx.tokens.lookup(tokenHash);
+  if (known === "absent") throw unauthorized();
+  if (known !== "present") return;
+  const note = ctx.limitNotes.find(endpoint, tokenHash);
+  if (note === null) return;
+  const resetSeconds = toSeconds(note.resetMs);
+  admit(res, {
+    tokenBotId: note.botId,
+    pathId,
+    rate: { kind: "limited", limit: note.limit, remaining: 0, resetSeconds, resetMs: note.resetMs },
+  });
 }
 
 /**
@@ -97,10 +112,10 @@ const DRAIN_UNREAD_MAX_BYTES = 64 * 1024;
  * For a refusal decided before the body was read: Node would read and discard the rest of the
  * body to keep the connection alive; for a large or unsized body, close the connection instead.
  */
-export function closeIfBodyUnread(req: Request, res: Response): void {
+export function closeIfBodyUnread(req: IncomingMessage, res: ServerResponse): void {
   if (req.complete || res.headersSent) return;
-  const length = Number(req.get("content-length") ?? 0);
-  if (req.get("transfer-encoding") !== undefined || length > DRAIN_UNREAD_MAX_BYTES) {
+  const length = Number(req.headers["content-length"] ?? 0);
+  if (req.headers["transfer-encoding"] !== undefined || length > DRAIN_UNREAD_MAX_BYTES) {
     res.setHeader("Connection", "close");
   }
 }

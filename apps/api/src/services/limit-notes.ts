@@ -27,7 +27,15 @@ export interface LimitNotes {
 /** Expired notes are swept when the map grows past this many. */
 const SWEEP_ABOVE = 10_000;
 
-export function createLimitNotes(now: () => number = () => performance.now()): LimitNotes {
+export function createLimitNotes(
+  options: {
+    /** Monotonic milliseconds (default performance.now). */
+    now?: () => number;
+    /** Called for every request a note refuses (the API counts it in botdir_rate_limit_rejections_total). */
+    onRefusal?: (endpoint: LimitedEndpoint) => void;
+  } = {},
+): LimitNotes {
+  const now = options.now ?? (() => performance.now());
   const notes = new Map<string, { botId: string; limit: number; until: number }>();
   function sweep(at: number): void {
     for (const [key, value] of notes) if (value.until <= at) notes.delete(key);
@@ -51,6 +59,7 @@ export function createLimitNotes(now: () => number = () => performance.now()): L
         notes.delete(key);
         return null;
       }
+      options.onRefusal?.(endpoint);
       return { botId: value.botId, limit: value.limit, resetMs };
     },
     get size() {

@@ -11,11 +11,12 @@
  * a window that already exists (the token was known when it was opened) and answers `new`
  * otherwise; the window is opened (`consume`) only once PostgreSQL has said the token is a bot's.
  */
+
+import type { ServerResponse } from "node:http";
 import { type BatchLimits, createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
 import { ApiError, MESSAGES } from "@botdir/schema";
 import type { Clock, Logger } from "@botdir/service-kit";
 import { describeError, TimeoutError, withTimeout } from "@botdir/service-kit";
-import type { Response } from "express";
 import type { Redis } from "ioredis";
 
 export const LIMITED_ENDPOINTS = ["stats", "commands", "check", "votes", "deliveries", "redeliver"] as const;
@@ -197,7 +198,7 @@ export function toSeconds(ttlMs: number): number {
  * Limit, Remaining, Reset (seconds until the window resets) and Policy (`<limit>;w=60`). When the
  * limiter failed open only Limit and Policy are sent: nothing is known about the window.
  */
-export function setRateLimitHeaders(res: Response, decision: RateDecision): void {
+export function setRateLimitHeaders(res: ServerResponse, decision: RateDecision): void {
   res.setHeader("RateLimit-Policy", `${decision.limit};w=${WINDOW_SECONDS}`);
   res.setHeader("RateLimit-Limit", String(decision.limit));
   if (decision.kind === "unknown") return;
