@@ -154,15 +154,21 @@ describe("docker/compose.yml", () => {
 describe("docker/Dockerfile", () => {
   const dockerfile = read("docker/Dockerfile");
 
-  it.each(Object.keys(APPS))("target %s exposes its port and health-checks its real health path", (name) => {
-    const app = APPS[name]!;
-    const section = dockerfile.split(/^FROM /m).find((s) => s.startsWith(`runtime AS ${name}\n`));
-    expect(section).toBeDefined();
-    expect(section).toContain(`EXPOSE ${app.port}`);
-    expect(section).toContain(`ENV ${app.portVar}=${app.port}`);
-    expect(section).toContain(`'${app.health}'`);
-    expect(section).toContain(`COPY --from=build --chown=node:node /repo/apps/${name}/dist /app/dist`);
-  });
+  it.each(Object.keys(APPS))(
+    "target %s exposes its port and health-checks its readiness, not the dependency report",
+    (name) => {
+      const app = APPS[name]!;
+      const section = dockerfile.split(/^FROM /m).find((s) => s.startsWith(`runtime AS ${name}\n`));
+      expect(section).toBeDefined();
+      expect(section).toContain(`EXPOSE ${app.port}`);
+      expect(section).toContain(`ENV ${app.portVar}=${app.port}`);
+      // /readyz like compose and the probes: Redis down must not make the API or vote-ingest unhealthy.
+      expect(section).toMatch(/^HEALTHCHECK /m);
+      expect(section).toContain(`process.env.${app.portVar}+'/readyz')`);
+      expect(section).not.toContain(`'${app.health}'`);
+      expect(section).toContain(`COPY --from=build --chown=node:node /repo/apps/${name}/dist /app/dist`);
+    },
+  );
 
   it.each(Object.keys(APPS))(
     "target %s exposes its metrics port with the env variable the code reads",
