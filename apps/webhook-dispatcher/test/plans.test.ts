@@ -1,0 +1,134 @@
+/**
+ * The claim and record statements reach the delivery rows they write through the primary key,
+ * whatever the statistics say. With the conditions written on the UPDATE's target, PostgreSQL went
+ * through deliveries_pending_idx as soon as the pending rows looked few (statistics taken before a
+ * backlog built up) and every claim read every due pending row: a 10,000-vote backlog cost 111 ms
+ * per claim batch and halved the drain (docs/performance.md).
+ */
+import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
+import { STATEMENTS } from "../src/deliveries.js";
+import { configureWebhook } from "./support.js";
+
+let t: TestDatabase;
+let ids: string[];
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  const bot = await seedBot(t.db);
+  await configureWebhook(t.db, bot.id, "https://example.com/hook", "whsec_plan");
+  // Statistics of a quiet moment (everything delivered, nothing pending), then a backlog they do
+  // not know about.
+  await t.db.pool.query(
+    `WITH v AS (
+       INSERT INTO vote_log (bot_id, user_id, voted_at)
+       SELECT $1, (200000000000000000 + g)::text, now() - interval '1 day' FROM generate_series(1, 2000) g
+       RETURNING id, bot_id, voted_at
+     )
+     INSERT INTO webhook_deliveries
+            (id, bot_id, vote_id, state, attempts_made, next_attempt_at, completed_at, created_at, updated_at)
+     SELECT gen_random_uuid(), bot_id, id, 'delivered', 1, voted_at, voted_at, voted_at, voted_at FROM v`,
+    [bot.id],
+  );
+  await t.db.pool.query("ANALYZE");
+  const { rows } = await t.db.pool.query<{ id: string }>(
+    `WITH v AS (
+       INSERT INTO vote_log (bot_id, user_id, voted_at)
+       SELECT $1, (300000000000000000 + g)::text, now() - interval '1 minute' FROM generate_series(1, 5000) g
+       RETURNING id, bot_id, voted_at
+     )
+     INSERT INTO webhook_deliveries (id, bot_id, vote_id, state, attempts_made, next_attempt_at, created_at, updated_at)
+     SELECT gen_random_uuid(), bot_id, id, 'pending', 0, voted_at, voted_at, voted_at FROM v
+     RETURNING id`,
+    [bot.id],
+  );
+  ids = rows.map((r) => r.id);
+}, 60_000);
+
+afterAll(async () => {
+  await t.drop();
+});
+
+interface PlanNode {
+  "Node Type": string;
+  "Relation Name"?: string;
+  Alias?: string;
+  "Index Name"?: string;
+  Plans?: PlanNode[];
+}
+
+/** Every scan of webhook_deliveries in the plan, as "alias: how". */
+function deliveryScans(node: PlanNode, out: string[] = []): string[] {
+  if (node["Relation Name"] === "webhook_deliveries" && node["Node Type"] !== "ModifyTable") {
+    out.push(`${node.Alias}: ${node["Node Type"]}${node["Index Name"] ? ` on ${node["Index Name"]}` : ""}`);
+  }
+  for (const child of node.Plans ?? []) deliveryScans(child, out);
+  return out;
+}
+
+async function scansOf(sql: string, args: string): Promise<string[]> {
+  const client = await t.db.pool.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query(`PREPARE plan_under_test AS ${sql}`);
+    const { rows } = await client.query<{ "QUERY PLAN": { Plan: PlanNode }[] }>(
+      `EXPLAIN (FORMAT JSON) EXECUTE plan_under_test(${args})`,
+    );
+    return deliveryScans(rows[0]?.["QUERY PLAN"][0]?.Plan as PlanNode);
+  } finally {
+    await client.query("ROLLBACK");
+    await client.query("DEALLOCATE plan_under_test").catch(() => {});
+    client.release();
+  }
+}
+
+/**
+ * How the UPDATE's target (`alias`) is reached. (The locking CTE may well seq-scan a table its
+ * statistics call empty; that costs one pass, not one pass per row claimed.)
+ */
+const targetOf = (scans: string[], alias: string) => scans.filter((s) => s.startsWith(`${alias}: `));
+
+describe("plans with a backlog the statistics do not know", () => {
+  it("when 50 deliveries are claimed in one statement, then every delivery row is reached by its primary key", async () => {
+    const batch = `'{${ids.slice(0, 50).join(",")}}'::uuid[]`;
+    const scans = await scansOf(
+      STATEMENTS.CLAIM_BATCH_SQL,
+      `${batch}, now() + interval '1 minute', now(), now(), 5`,
+    );
+    expect(targetOf(scans, "w")).toEqual(["w: Index Scan on webhook_deliveries_pkey"]);
+  });
+
+  it("when one delivery is claimed, then its row is reached by its primary key", async () => {
+    const scans = await scansOf(
+      STATEMENTS.CLAIM_SQL,
+      `'${ids[0]}'::uuid, now() + interval '1 minute', now(), now(), 5`,
+    );
+    expect(targetOf(scans, "w")).toEqual(["w: Index Scan on webhook_deliveries_pkey"]);
+  });
+
+  it("when 50 attempts are recorded in one statement, then every delivery row is reached by its primary key", async () => {
+    const n = 50;
+    const list = (value: string) => `ARRAY[${Array.from({ length: n }, () => value).join(",")}]`;
+    const args = [
+      `'{${ids.slice(0, n).join(",")}}'::uuid[]`,
+      `${list("1")}::int[]`,
+      `${list("now()")}::timestamptz[]`,
+      `${list("'delivered'")}::text[]`,
+      `${list("NULL")}::timestamptz[]`,
+      `${list("now()")}::timestamptz[]`,
+      `${list("now()")}::timestamptz[]`,
+      `${list("'1'")}::varchar[]`,
+      `${list("200")}::int[]`,
+      `${list("NULL")}::text[]`,
+      `${list("5")}::int[]`,
+      `${list("now()")}::timestamptz[]`,
+    ].join(", ");
+    const scans = await scansOf(STATEMENTS.RECORD_BATCH_SQL, args);
+    expect(targetOf(scans, "d")).toEqual(["d: Index Scan on webhook_deliveries_pkey"]);
+  });
+
+  it("when one attempt is recorded, then its delivery row is reached by its primary key", async () => {
+    const args = `'${ids[0]}'::uuid, 1, now(), 'delivered', NULL, now(), now(), '1', 200, NULL, 5, now()`;
+    const scans = await scansOf(STATEMENTS.RECORD_SQL, args);
+    expect(targetOf(scans, "d")).toEqual(["d: Index Scan on webhook_deliveries_pkey"]);
+  });
+});
