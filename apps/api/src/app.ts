@@ -1,14 +1,12 @@
 import type { RequestListener } from "node:http";
 import { type BatchLimits, createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
-import type { Db } from "@botdir/db";
-import { type Clock, errorHandler, type Logger, notFound, requestContext } from "@botdir/service-kit";
+import { errorHandler, notFound, requestContext } from "@botdir/service-kit";
 import express, { type Express, type Request } from "express";
-import type { Redis } from "ioredis";
 import type { ApiContext } from "./context.js";
 import { type ApiDeps, DEFAULT_REDIS_PREFIX } from "./deps.js";
 import { createEarlyRefusals } from "./http/early-refusals.js";
-import { type BodyLimits, DEFAULT_BODY_LIMITS } from "./http/json-body.js";
-import { type ApiMetrics, createApiMetrics, instrumentLimiter } from "./metrics.js";
+import { DEFAULT_BODY_LIMITS } from "./http/json-body.js";
+import { createApiMetrics, instrumentLimiter } from "./metrics.js";
 import { registerCheck } from "./routes/check.js";
 import { registerCommands } from "./routes/commands.js";
 import { registerDeliveries } from "./routes/deliveries.js";
@@ -22,7 +20,7 @@ import { findBotIdsByTokens } from "./services/auth.js";
 import { findVoteWindows, writeStats } from "./services/bots.js";
 import { createCaches } from "./services/cache.js";
 import { createLimitNotes } from "./services/limit-notes.js";
-import { createRateLimiter, type RateLimits } from "./services/ratelimit.js";
+import { createRateLimiter } from "./services/ratelimit.js";
 
 /** `//` in a path (clients that join a base URL ending in `/` with a path starting with `/`). */
 function collapseSlashes(req: Request): void {

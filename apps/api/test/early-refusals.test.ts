@@ -103,13 +103,14 @@ describe("a request listener in front of Express", () => {
       { logger, metrics: { observe: (...args) => observed.push(args) } },
     );
     let reachedExpress = 0;
-    server = createServer((req, res) => {
+    const listening = createServer((req, res) => {
       if (early(req, res)) return;
       reachedExpress++;
       res.end("express");
     });
-    await new Promise<void>((resolve) => server?.listen(0, "127.0.0.1", resolve));
-    const base = `http://127.0.0.1:${(server?.address() as AddressInfo).port}`;
+    server = listening;
+    await new Promise<void>((resolve) => listening.listen(0, "127.0.0.1", resolve));
+    const base = `http://127.0.0.1:${(listening.address() as AddressInfo).port}`;
     return { base, logger, observed, limitNotes, reached: () => reachedExpress };
   }
 

@@ -1,6 +1,5 @@
 /** Shared fixtures of the API tests: real PostgreSQL and Redis, one database and key prefix per file. */
 
-import type { RequestListener } from "node:http";
 import { createTestDatabase, type TestDatabase, testRedisPrefix, testRedisUrl } from "@botdir/db/testing";
 import { type Logger, ManualClock } from "@botdir/service-kit";
 import { Redis } from "ioredis";

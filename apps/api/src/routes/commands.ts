@@ -2,7 +2,6 @@
 import { ApiError, CommandsBody, type CommandsResponse, dedupeCommands, parseOrThrow } from "@botdir/schema";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
-import { answeringRefusals } from "../http/access.js";
 import { jsonBodyReader } from "../http/json-body.js";
 import { allowOnly } from "../http/methods.js";
 import { authenticatedWrite } from "../http/write.js";
