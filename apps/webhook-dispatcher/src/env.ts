@@ -105,6 +105,13 @@ export const DispatcherEnv = z
     /** Attempts in flight per origin (scheme, host, port) in one replica, over all its bots. */
     DISPATCHER_MAX_IN_FLIGHT_PER_ORIGIN: z.coerce.number().int().min(1).max(1_000).default(32),
     /**
+     * A webhook whose latest attempt took longer than this or got no HTTP answer (timeout, DNS,
+     * connection, TLS), or one with an attempt running longer than this, gets one attempt in flight
+     * at a time until an attempt is quick again; so does a webhook this replica has not seen yet
+     * (src/fairness.ts).
+     */
+    DISPATCHER_SLOW_ATTEMPT_MS: z.coerce.number().int().min(50).max(600_000).default(2_000),
+    /**
      * Delivery retention (src/retention.ts): deliveries in a final state completed longer ago than
      * this are deleted with their attempts (each bot keeps its last ten attempts). One replica runs
      * it every WEBHOOK_RETENTION_INTERVAL_S (advisory lock); 0 turns it off in this replica.

@@ -11,8 +11,18 @@
  * from its claim on); `release` frees the slots and names the keys that have room again. Jobs
  * refused by a cap are parked on the cap's key, in arrival order, and handed back one per freed
  * slot (src/worker.ts moves them to BullMQ's delayed set and promotes them).
+ *
+ * Slow webhooks get one slot. A webhook's cap is `perWebhook` only once it is known to answer
+ * fast: its latest attempt got an HTTP answer (any status) within `slowMs`, and none of its
+ * attempts now in flight has been running longer than `slowMs`. A webhook never seen by this
+ * replica, one whose latest attempt took longer or ended without an answer (timeout, DNS,
+ * connection, TLS), and one with an attempt hanging past `slowMs`, run one attempt at a time. So
+ * endpoints that hold every request until the timeout, or whose names never resolve, hold one slot
+ * each, even right after a restart (when nothing is known), while a healthy endpoint is back to its
+ * full cap after its first quick answer.
  */
 import { performance } from "node:perf_hooks";
+import type { DeliverResult } from "./deliver.handler.js";
 
 export type Cap = "webhook" | "origin";
 
@@ -26,7 +36,18 @@ export interface FairnessLimits {
    * margin). A parked job is due again by then at the latest, even if nobody wakes it.
    */
   holdMs: number;
+  /**
+   * DISPATCHER_SLOW_ATTEMPT_MS: an attempt running longer than this, or ending without an HTTP
+   * answer, makes its webhook slow (one attempt at a time) until an attempt is quick again.
+   */
+  slowMs: number;
 }
+
+/** In flight for a webhook that is slow, or not known to be fast yet. */
+export const SLOW_WEBHOOK_CAP = 1;
+
+/** How an attempt went, for the webhook's cap: an HTTP answer within slowMs, or not. */
+export type Pace = "fast" | "slow";
 
 export interface Ticket {
   readonly botId: string;
@@ -65,13 +86,37 @@ export interface FairnessSnapshot {
   atCap: Record<Cap, number>;
 }
 
+/** Sets `key` as the most recent entry of a map kept to MAX_KNOWN_ORIGINS entries (oldest out). */
+function remember<V>(map: Map<string, V>, key: string, value: V): void {
+  map.delete(key); // re-inserted last: the map's order is least recent first
+  map.set(key, value);
+  if (map.size > MAX_KNOWN_ORIGINS) {
+    const oldest = map.keys().next().value;
+    if (oldest !== undefined) map.delete(oldest);
+  }
+}
+
 export function createFairness<T>(limits: FairnessLimits, now: () => number = () => performance.now()) {
   const inFlight = new Map<string, Set<Ticket>>();
   const parked = new Map<string, T[]>();
   const knownOrigins = new Map<string, string>();
+  /** Bots whose webhook's latest attempt was quick (absent: slow, or never seen here). */
+  const fastWebhooks = new Map<string, true>();
 
   const count = (key: string) => inFlight.get(key)?.size ?? 0;
-  const limitOf = (key: string) => (key.startsWith("webhook:") ? limits.perWebhook : limits.perOrigin);
+
+  /** The bot's webhook cap right now: perWebhook once it is known to be fast, else SLOW_WEBHOOK_CAP. */
+  function webhookCap(botId: string): number {
+    if (!fastWebhooks.has(botId)) return SLOW_WEBHOOK_CAP;
+    const hangingSince = now() - limits.slowMs;
+    for (const t of inFlight.get(webhookKey(botId)) ?? []) {
+      if (t.startedAt < hangingSince) return SLOW_WEBHOOK_CAP;
+    }
+    return limits.perWebhook;
+  }
+
+  const limitOf = (key: string) =>
+    key.startsWith("webhook:") ? webhookCap(key.slice("webhook:".length)) : limits.perOrigin;
 
   function take(key: string, ticket: Ticket): void {
     let set = inFlight.get(key);
@@ -105,7 +150,7 @@ export function createFairness<T>(limits: FairnessLimits, now: () => number = ()
   return {
     admit(botId: string): Admission {
       const wKey = webhookKey(botId);
-      if (count(wKey) >= limits.perWebhook) return refuse(wKey);
+      if (count(wKey) >= webhookCap(botId)) return refuse(wKey);
       const origin = knownOrigins.get(botId) ?? null;
       if (origin !== null && count(originKey(origin)) >= limits.perOrigin) return refuse(originKey(origin));
       const ticket: Ticket = { botId, origin, startedAt: now() };
@@ -118,20 +163,21 @@ export function createFairness<T>(limits: FairnessLimits, now: () => number = ()
     learn(ticket: Ticket, url: string): void {
       const origin = originOf(url);
       if (origin === null) return;
-      knownOrigins.delete(ticket.botId); // re-inserted last: the map's order is least recent first
-      knownOrigins.set(ticket.botId, origin);
-      if (knownOrigins.size > MAX_KNOWN_ORIGINS) {
-        const oldest = knownOrigins.keys().next().value;
-        if (oldest !== undefined) knownOrigins.delete(oldest);
-      }
+      remember(knownOrigins, ticket.botId, origin);
       if (ticket.origin === origin) return;
       if (ticket.origin !== null) free(originKey(ticket.origin), ticket);
       ticket.origin = origin;
       take(originKey(origin), ticket);
     },
 
-    /** Frees the ticket's slots; returns the keys that have room again (wake one job of each). */
-    release(ticket: Ticket): string[] {
+    /**
+     * Frees the ticket's slots; returns the keys that have room again (wake one job of each).
+     * `pace`: how the attempt went (undefined when no attempt was made: the webhook's pace is
+     * unchanged).
+     */
+    release(ticket: Ticket, pace?: Pace): string[] {
+      if (pace === "fast") remember(fastWebhooks, ticket.botId, true);
+      else if (pace === "slow") fastWebhooks.delete(ticket.botId);
       const roomy: string[] = [];
       const wKey = webhookKey(ticket.botId);
       if (free(wKey, ticket)) roomy.push(wKey);
@@ -142,6 +188,11 @@ export function createFairness<T>(limits: FairnessLimits, now: () => number = ()
 
     hasRoom(key: string): boolean {
       return count(key) < limitOf(key);
+    },
+
+    /** Free slots of `key` right now (more than one when a webhook just became fast again). */
+    room(key: string): number {
+      return Math.max(0, limitOf(key) - count(key));
     },
 
     park(key: string, item: T): void {
@@ -171,3 +222,23 @@ export function createFairness<T>(limits: FairnessLimits, now: () => number = ()
 }
 
 export type Fairness<T> = ReturnType<typeof createFairness<T>>;
+
+/** Errors where the receiver never answered: the attempt held its slot without an HTTP answer. */
+const UNANSWERED: ReadonlySet<string> = new Set(["timeout", "connection", "tls", "dns"]);
+
+/** How an attempt went, for its webhook's cap; undefined when no attempt was made (nothing learnt). */
+export function paceOf(result: DeliverResult, elapsedMs: number, slowMs: number): Pace | undefined {
+  switch (result.kind) {
+    case "delivered":
+      return elapsedMs < slowMs ? "fast" : "slow";
+    case "retry":
+    case "failed":
+      return result.errorKind !== null && UNANSWERED.has(result.errorKind)
+        ? "slow"
+        : elapsedMs < slowMs
+          ? "fast"
+          : "slow";
+    default:
+      return undefined;
+  }
+}

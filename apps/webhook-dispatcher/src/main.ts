@@ -64,6 +64,7 @@ const worker = createDispatcherWorker(
     ...(env.WEBHOOK_DNS_SERVERS ? { dnsServers: env.WEBHOOK_DNS_SERVERS } : {}),
     maxInFlightPerWebhook: env.DISPATCHER_MAX_IN_FLIGHT_PER_WEBHOOK,
     maxInFlightPerOrigin: env.DISPATCHER_MAX_IN_FLIGHT_PER_ORIGIN,
+    slowAttemptMs: env.DISPATCHER_SLOW_ATTEMPT_MS,
   },
 );
 if (env.WEBHOOK_ALLOW_PRIVATE_TARGETS) {

@@ -10,6 +10,7 @@
  * longest is promoted and runs at once. Its delay is only the fallback: the time by which the
  * oldest attempt holding the cap must have ended (a replica that dies forgets what it parked).
  */
+import { performance } from "node:perf_hooks";
 import type { Db, SecretBox } from "@botdir/db";
 import { DeliveryJobData, JOBS, QUEUES } from "@botdir/schema";
 import { type Clock, describeError, type Logger } from "@botdir/service-kit";
@@ -19,7 +20,7 @@ import type { Redis } from "ioredis";
 import type { DeadEndpointRules } from "./dead-endpoints.js";
 import { createDeliverHandler, type DeliverResult } from "./deliver.handler.js";
 import { botOfDelivery, createDeliveryStore } from "./deliveries.js";
-import { type Cap, capOf, createFairness } from "./fairness.js";
+import { type Cap, capOf, createFairness, type Pace, paceOf } from "./fairness.js";
 import { createWebhookSender } from "./http-client.js";
 import type { AttemptRecorder, FairnessRecorder } from "./metrics.js";
 import { AttemptFailed, createBackoffStrategy, type RetryDelays } from "./schedule.js";
@@ -52,10 +53,13 @@ export interface DispatcherConfig {
   maxInFlightPerWebhook?: number;
   /** DISPATCHER_MAX_IN_FLIGHT_PER_ORIGIN (default DEFAULT_MAX_IN_FLIGHT_PER_ORIGIN). */
   maxInFlightPerOrigin?: number;
+  /** DISPATCHER_SLOW_ATTEMPT_MS (default DEFAULT_SLOW_ATTEMPT_MS): see src/fairness.ts. */
+  slowAttemptMs?: number;
 }
 
 export const DEFAULT_MAX_IN_FLIGHT_PER_WEBHOOK = 4;
 export const DEFAULT_MAX_IN_FLIGHT_PER_ORIGIN = 32;
+export const DEFAULT_SLOW_ATTEMPT_MS = 2_000;
 
 export interface DispatcherDeps {
   db: Db;
@@ -95,6 +99,7 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     perWebhook: config.maxInFlightPerWebhook ?? DEFAULT_MAX_IN_FLIGHT_PER_WEBHOOK,
     perOrigin: config.maxInFlightPerOrigin ?? DEFAULT_MAX_IN_FLIGHT_PER_ORIGIN,
     holdMs: leaseMs(config),
+    slowMs: config.slowAttemptMs ?? DEFAULT_SLOW_ATTEMPT_MS,
   });
   deps.metrics?.watchFairness?.(() => fairness.snapshot());
 
@@ -155,12 +160,17 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     }
     const ticket = admission?.ticket;
     let result: DeliverResult;
+    let pace: Pace | undefined;
+    const started = performance.now();
     try {
       result = await deliver(job.data, ticket ? (target) => fairness.learn(ticket, target.url) : undefined);
+      pace = paceOf(result, performance.now() - started, config.slowAttemptMs ?? DEFAULT_SLOW_ATTEMPT_MS);
     } finally {
       if (ticket) {
-        for (const key of fairness.release(ticket)) {
-          void wake(key, capOf(key));
+        // One parked job per free slot: a webhook that just answered quickly for the first time
+        // has gone from one slot to its full cap.
+        for (const key of fairness.release(ticket, pace)) {
+          for (let n = fairness.room(key); n > 0; n--) void wake(key, capOf(key));
         }
       }
     }

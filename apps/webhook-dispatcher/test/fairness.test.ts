@@ -110,14 +110,14 @@ async function metricValue(metrics: DispatcherMetrics, name: string, cap: string
 }
 
 describe("per-webhook fairness", () => {
-  it("when one bot's receiver holds every request, then only its cap of slots is held and other bots' deliveries arrive long before its timeout, using no attempt for the jobs put back", async () => {
+  it("when one bot's receiver holds every request, then it holds one slot (not yet known to answer quickly), other bots' deliveries arrive long before its timeout, and the jobs put back use no attempt", async () => {
     const receiver = await countingReceiver((path) => (path.startsWith("/tarpit") ? "hold" : 5));
-    // Four slots in all: without the cap, the tarpit's eight jobs would take every one for 1.5 s.
+    // Four slots in all: without the caps, the tarpit's eight jobs would take every one for 1.5 s.
     const { queue, metrics } = await dispatcher({ concurrency: 4, maxInFlightPerWebhook: 2 });
     const tarpit = await botWithWebhook(receiver.url("/tarpit"));
     const stuck = await Promise.all(Array.from({ length: 8 }, () => seedDelivery(t.db, tarpit)));
     for (const d of stuck) await handOff(queue, d);
-    await waitFor(async () => receiver.received.get("/tarpit") === 2, "the tarpit to hold two requests");
+    await waitFor(async () => receiver.received.get("/tarpit") === 1, "the tarpit to hold a request");
 
     const started = Date.now();
     const healthy = await Promise.all(
@@ -131,13 +131,44 @@ describe("per-webhook fairness", () => {
     const elapsed = Date.now() - started;
 
     expect(elapsed).toBeLessThan(1_000);
-    expect(receiver.received.get("/tarpit")).toBe(2);
+    expect(receiver.received.get("/tarpit")).toBe(1);
     const made = await Promise.all(stuck.map(async (d) => (await deliveryRow(t.db, d.id)).attemptsMade));
-    expect(made.filter((n) => n === 1)).toHaveLength(2);
-    expect(made.filter((n) => n === 0)).toHaveLength(6);
+    expect(made.filter((n) => n === 1)).toHaveLength(1);
+    expect(made.filter((n) => n === 0)).toHaveLength(7);
     expect(
       await metricValue(metrics, "botdir_webhook_jobs_deferred_total", "webhook"),
-    ).toBeGreaterThanOrEqual(6);
+    ).toBeGreaterThanOrEqual(7);
+  });
+
+  it("when a webhook that answered quickly starts holding every request, then no attempt starts beside the hanging ones after DISPATCHER_SLOW_ATTEMPT_MS, and after their timeouts it runs one at a time", async () => {
+    let answered = 0;
+    const receiver = await countingReceiver(() => (answered++ === 0 ? 5 : "hold"));
+    const { queue } = await dispatcher({
+      concurrency: 10,
+      maxInFlightPerWebhook: 3,
+      slowAttemptMs: 300,
+      timeoutMs: 1_500,
+    });
+    const botId = await botWithWebhook(receiver.url("/turns-bad"));
+    const first = await seedDelivery(t.db, botId);
+    await handOff(queue, first);
+    await waitForState(t.db, first.id, "delivered", 5_000);
+
+    // Known to be fast (cap 3): two attempts start and hang.
+    const hanging = await Promise.all(Array.from({ length: 2 }, () => seedDelivery(t.db, botId)));
+    for (const d of hanging) await handOff(queue, d);
+    await waitFor(async () => receiver.total() === 3, "two hanging attempts");
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    // Past 300 ms they count as hanging: a third one does not start, although the cap is three.
+    const later = await Promise.all(Array.from({ length: 4 }, () => seedDelivery(t.db, botId)));
+    for (const d of later) await handOff(queue, d);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(receiver.total()).toBe(3);
+    // They time out at 1.5 s ("timeout": slow); from then on one attempt at a time.
+    await waitFor(async () => receiver.total() === 4, "the next attempt after the timeouts", 5_000);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(receiver.total()).toBe(4);
+    expect(receiver.maxInFlight).toBe(2);
   });
 
   it("when a webhook has more jobs than its cap, then at most the cap run at once and each waiting job runs as soon as a slot ends, with one attempt each", async () => {
