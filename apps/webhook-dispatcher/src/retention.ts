@@ -11,6 +11,9 @@
  * (completed_at, id) with a keyset cursor, each batch one short transaction that locks only old,
  * final rows (FOR UPDATE SKIP LOCKED: nothing hot, nothing waited for), so it never holds a row
  * the vote or delivery paths need.
+ *
+ * The same run deletes test events (`webhook_test_attempts`, POST …/webhook/test) older than the
+ * retention, except each bot's newest ten, and vote counters of hours the widget no longer reads.
  */
 import type { Db } from "@botdir/db";
 import type { Clock, Logger } from "@botdir/service-kit";
@@ -49,12 +52,17 @@ export interface RetentionResult {
   attempts: number;
   /** Vote counter rows of hours the widget no longer reads. */
   voteCounts: number;
+  /** Test events older than the retention (each bot keeps its newest KEEP_ATTEMPTS_PER_BOT). */
+  testAttempts: number;
   batches: number;
   durationMs: number;
 }
 
 export interface RetentionMetrics {
-  pruned(table: "webhook_deliveries" | "webhook_attempts" | "vote_counts", rows: number): void;
+  pruned(
+    table: "webhook_deliveries" | "webhook_attempts" | "vote_counts" | "webhook_test_attempts",
+    rows: number,
+  ): void;
 }
 
 export function createRetentionMetrics(registry: Registry): RetentionMetrics {
@@ -67,6 +75,7 @@ export function createRetentionMetrics(registry: Registry): RetentionMetrics {
   rows.inc({ table: "webhook_deliveries" }, 0);
   rows.inc({ table: "webhook_attempts" }, 0);
   rows.inc({ table: "vote_counts" }, 0);
+  rows.inc({ table: "webhook_test_attempts" }, 0);
   return { pruned: (table, n) => rows.inc({ table }, n) };
 }
 
@@ -149,6 +158,7 @@ export async function runRetention(
     deliveries: 0,
     attempts: 0,
     voteCounts: 0,
+    testAttempts: 0,
     batches: 0,
     durationMs: 0,
   };
@@ -194,6 +204,31 @@ export async function runRetention(
         result.voteCounts += deleted;
         deps.metrics?.pruned("vote_counts", deleted);
         if (deleted < options.batchSize * 10) break;
+        const pause = Math.max(options.pauseMs ?? 0, Date.now() - batchStarted);
+        await new Promise((resolve) => setTimeout(resolve, pause));
+      }
+      // Old test events, in batches, each bot keeping its newest ones (the delivery log shows them).
+      for (;;) {
+        if (deps.shouldStop?.()) break;
+        const batchStarted = Date.now();
+        const deleted =
+          (
+            await client.query(
+              `DELETE FROM webhook_test_attempts WHERE id = ANY(ARRAY(
+                 SELECT t.id FROM webhook_test_attempts t
+                  WHERE t.attempted_at < $1
+                    AND t.id NOT IN (SELECT k.id FROM webhook_test_attempts k
+                                      WHERE k.bot_id = t.bot_id
+                                      ORDER BY k.attempted_at DESC, k.id DESC
+                                      LIMIT $3)
+                  LIMIT $2))`,
+              [cutoff, options.batchSize, KEEP_ATTEMPTS_PER_BOT],
+            )
+          ).rowCount ?? 0;
+        result.batches++;
+        result.testAttempts += deleted;
+        deps.metrics?.pruned("webhook_test_attempts", deleted);
+        if (deleted < options.batchSize) break;
         const pause = Math.max(options.pauseMs ?? 0, Date.now() - batchStarted);
         await new Promise((resolve) => setTimeout(resolve, pause));
       }

@@ -141,6 +141,46 @@ describe("delivery retention", () => {
     expect(rows.map((r) => r.hour.getTime())).toEqual([hour(31 * DAY).getTime(), hour(DAY).getTime()]);
   });
 
+  it("when test events are older than the retention, then they are deleted except each bot's newest ten", async () => {
+    const [busy, quiet] = [await seedBot(t.db), await seedBot(t.db)];
+    const seedTests = (botId: string, at: Date[]) =>
+      t.db.pool.query(
+        `INSERT INTO webhook_test_attempts (id, bot_id, status_code, duration_ms, delivered, attempted_at)
+         SELECT gen_random_uuid(), $1, 204, 3, true, a FROM unnest($2::timestamptz[]) AS a`,
+        [botId, at],
+      );
+    // busy: 12 old tests and 3 recent ones; quiet: only 2 old ones (its newest ten include them).
+    await seedTests(busy.id, [
+      ...Array.from({ length: 12 }, (_, i) => ago(40 * DAY + i * MIN)),
+      ...Array.from({ length: 3 }, (_, i) => ago(DAY + i * MIN)),
+    ]);
+    await seedTests(quiet.id, [ago(60 * DAY), ago(61 * DAY)]);
+    const registry = createMetricsRegistry("dispatcher");
+    const metrics = createRetentionMetrics(registry);
+
+    const result = await runRetention({ db: t.db, clock, metrics }, { retentionDays: 30, batchSize: 4 });
+
+    const left = async (botId: string) =>
+      (
+        await t.db.pool.query<{ at: Date }>(
+          "SELECT attempted_at AS at FROM webhook_test_attempts WHERE bot_id = $1 ORDER BY attempted_at DESC",
+          [botId],
+        )
+      ).rows.map((r) => r.at.getTime());
+    expect(result.testAttempts).toBe(5);
+    const busyLeft = await left(busy.id);
+    expect(busyLeft).toHaveLength(10);
+    expect(busyLeft.slice(0, 3)).toEqual(
+      [ago(DAY), ago(DAY + MIN), ago(DAY + 2 * MIN)].map((d) => d.getTime()),
+    );
+    expect(busyLeft[9]).toBe(ago(40 * DAY + 6 * MIN).getTime());
+    expect(await left(quiet.id)).toHaveLength(2);
+    const scraped = parseMetrics(await registry.metrics());
+    expect(
+      sampleValue(scraped, "botdir_retention_pruned_rows_total", { table: "webhook_test_attempts" }),
+    ).toBe(5);
+  });
+
   it("when another replica holds the retention lock, then this run does nothing", async () => {
     const bot = await seedBot(t.db);
     const id = await seedDelivery(bot.id, "delivered", ago(50 * DAY), 1);
