@@ -22,7 +22,6 @@
  * full cap after its first quick answer.
  */
 import { performance } from "node:perf_hooks";
-import type { DeliverResult } from "./deliver.handler.js";
 
 export type Cap = "webhook" | "origin";
 
@@ -227,18 +226,14 @@ export type Fairness<T> = ReturnType<typeof createFairness<T>>;
 const UNANSWERED: ReadonlySet<string> = new Set(["timeout", "connection", "tls", "dns"]);
 
 /** How an attempt went, for its webhook's cap; undefined when no attempt was made (nothing learnt). */
-export function paceOf(result: DeliverResult, elapsedMs: number, slowMs: number): Pace | undefined {
-  switch (result.kind) {
-    case "delivered":
-      return elapsedMs < slowMs ? "fast" : "slow";
-    case "retry":
-    case "failed":
-      return result.errorKind !== null && UNANSWERED.has(result.errorKind)
-        ? "slow"
-        : elapsedMs < slowMs
-          ? "fast"
-          : "slow";
-    default:
-      return undefined;
-  }
+/** The part of a DeliverResult (deliver.handler.ts) that tells how an attempt went. */
+export interface AttemptEnd {
+  kind: string;
+  errorKind?: string | null;
+}
+
+export function paceOf(result: AttemptEnd, elapsedMs: number, slowMs: number): Pace | undefined {
+  if (result.kind !== "delivered" && result.kind !== "retry" && result.kind !== "failed") return undefined;
+  if (result.errorKind != null && UNANSWERED.has(result.errorKind)) return "slow";
+  return elapsedMs < slowMs ? "fast" : "slow";
 }
