@@ -104,7 +104,9 @@ describe("tenant isolation in the dispatcher", () => {
     const deadBots = await Promise.all(
       Array.from({ length: 5 }, (_, i) => votesFor(`http://h${i}.blackhole.test:${good.port}/hook`, 6)),
     );
-    await waitFor(() => tarpit.requests.length >= 20, "every tarpit bot to hold its two slots");
+    // Never answered in this replica: each tarpit bot runs one attempt at a time (slow webhooks get
+    // one slot; DISPATCHER_MAX_IN_FLIGHT_PER_WEBHOOK is for webhooks known to answer quickly).
+    await waitFor(() => tarpit.requests.length >= 10, "every tarpit bot to hold its one slot");
     const firstTarpitAt = Math.min(...tarpit.requests.map((r) => r.at));
 
     await Promise.all(
@@ -127,15 +129,15 @@ describe("tenant isolation in the dispatcher", () => {
     // Before the first held request timed out: no tarpit attempt is recorded yet.
     expect(lastHealthyAt - firstTarpitAt).toBeLessThan(TIMEOUT_MS);
     expect(new Set(healthyArrivals.map((r) => r.path)).size).toBe(20);
-    // Only the cap of each tarpit bot is held: 2 requests per bot, nothing recorded yet for them.
-    expect(tarpit.requests).toHaveLength(20);
+    // One held request per tarpit bot, nothing recorded yet for them.
+    expect(tarpit.requests).toHaveLength(10);
     expect((await Promise.all(tarpitBots.map(attemptsOfBot))).flat()).toHaveLength(0);
 
     // The stuck attempts end: timeout for the tarpits, dns (at its deadline) for the dead hosts.
     const tarpitAttempts = await waitFor(
       async () => {
         const all = await Promise.all(tarpitBots.map(attemptsOfBot));
-        return all.every((a) => a.length >= 2) ? all.flat() : null;
+        return all.every((a) => a.length >= 1) ? all.flat() : null;
       },
       "the tarpit attempts to time out",
       TIMEOUT_MS * 4,
