@@ -39,14 +39,18 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value))
 
 /** The one place a PrismaClient is constructed. */
 export function createDb(options: DbOptions): Db {
-  const pool = new pg.Pool({
-    connectionString: options.url,
-    max: options.poolMax ?? 10,
+  // What every connection of this process gets, pooled or dedicated.
+  const session = {
     connectionTimeoutMillis: options.connectionTimeoutMs ?? 500,
     statement_timeout: options.statementTimeoutMs ?? 5_000,
     query_timeout: (options.statementTimeoutMs ?? 5_000) + 1_000,
-    idleTimeoutMillis: 30_000,
     application_name: "botdir",
+  };
+  const pool = new pg.Pool({
+    ...session,
+    connectionString: options.url,
+    max: options.poolMax ?? 10,
+    idleTimeoutMillis: 30_000,
   });
   // An idle client that loses its connection (PostgreSQL restarted) must not crash the process;
   // the pool discards it and the next query opens a new one.
@@ -62,13 +66,7 @@ export function createDb(options: DbOptions): Db {
     prisma,
     pool,
     async connectDedicated(url = options.url) {
-      const client = new pg.Client({
-        connectionString: url,
-        connectionTimeoutMillis: options.connectionTimeoutMs ?? 500,
-        statement_timeout: options.statementTimeoutMs ?? 5_000,
-        query_timeout: (options.statementTimeoutMs ?? 5_000) + 1_000,
-        application_name: "botdir",
-      });
+      const client = new pg.Client({ ...session, connectionString: url });
       // Same reason as the pool's: a lost connection must not be an unhandled 'error' event; the
       // holder listens for 'error'/'end' itself.
       client.on("error", () => {});
