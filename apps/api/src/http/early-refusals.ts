@@ -14,7 +14,6 @@
  * the same route label Express would give it.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { hashToken } from "@botdir/db";
 import { ApiError } from "@botdir/schema";
 import { earlyRequestContext, type HttpMetrics, type Logger, sendApiError } from "@botdir/service-kit";
 import type { ApiContext } from "../context.js";
@@ -22,7 +21,7 @@ import { CHECK_ALIAS_PATH, CHECK_PATH } from "../routes/check.js";
 import { COMMANDS_PATH } from "../routes/commands.js";
 import { STATS_ALIAS_PATH, STATS_PATH } from "../routes/stats.js";
 import { VOTES_ALIAS_PATH, VOTES_PATH } from "../routes/votes.js";
-import { readToken, unauthorized } from "../services/auth.js";
+import { requireTokenHash } from "../services/auth.js";
 import type { LimitedEndpoint } from "../services/ratelimit.js";
 import { closeIfBodyUnread, refuseWithoutIo } from "./access.js";
 
@@ -100,9 +99,7 @@ export function createEarlyRefusals(
     if (found === null) return false;
     let refusal: ApiError;
     try {
-      const token = readToken(req.headers.authorization);
-      if (token === null) throw unauthorized();
-      refuseWithoutIo(ctx, res, found.route.endpoint, hashToken(token), found.pathId);
+      refuseWithoutIo(ctx, res, found.route.endpoint, requireTokenHash(req), found.pathId);
       return false;
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;

@@ -36,8 +36,8 @@ export function botNotFound(): ApiError {
 }
 
 /** SHA-256 of the request's token; 401 when the header is missing or unreadable. */
-export function requireTokenHash(req: Request): string {
-  const token = readToken(req.get("authorization"));
+export function requireTokenHash(req: Pick<Request, "headers">): string {
+  const token = readToken(req.headers.authorization);
   if (token === null) throw unauthorized();
   return hashToken(token);
 }
