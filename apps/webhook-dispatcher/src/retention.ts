@@ -162,6 +162,27 @@ export async function runRetention(
     batches: 0,
     durationMs: 0,
   };
+  /** Runs `sql` (deletes at most `limit` rows) until it deletes fewer, resting between batches. */
+  async function deleteInBatches(
+    sql: string,
+    values: unknown[],
+    limit: number,
+    table: "vote_counts" | "webhook_test_attempts",
+  ): Promise<number> {
+    let total = 0;
+    for (;;) {
+      if (deps.shouldStop?.()) break;
+      const batchStarted = Date.now();
+      const deleted = (await client.query(sql, values)).rowCount ?? 0;
+      result.batches++;
+      total += deleted;
+      deps.metrics?.pruned(table, deleted);
+      if (deleted < limit) break;
+      const pause = Math.max(options.pauseMs ?? 0, Date.now() - batchStarted);
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+    return total;
+  }
   try {
     const locked = await client.query<{ ok: boolean }>("SELECT pg_try_advisory_lock($1) AS ok", [
       RETENTION_LOCK_ID,
@@ -187,51 +208,30 @@ export async function runRetention(
         const pause = Math.max(options.pauseMs ?? 0, batchMs);
         if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause));
       }
-      // Old vote counters, in batches too (never the hours the widget reads, so never a hot row).
+      // Old vote counters (never the hours the widget reads, so never a hot row), then old test
+      // events, each bot keeping its newest ones (the delivery log shows them).
       const countsCutoff = new Date(deps.clock.now().getTime() - VOTE_COUNTS_KEEP_DAYS * 24 * 60 * 60 * 1000);
-      for (;;) {
-        if (deps.shouldStop?.()) break;
-        const batchStarted = Date.now();
-        const deleted =
-          (
-            await client.query(
-              `DELETE FROM vote_counts WHERE ctid = ANY(ARRAY(
-                 SELECT ctid FROM vote_counts WHERE hour < $1 LIMIT $2))`,
-              [countsCutoff, options.batchSize * 10],
-            )
-          ).rowCount ?? 0;
-        result.batches++;
-        result.voteCounts += deleted;
-        deps.metrics?.pruned("vote_counts", deleted);
-        if (deleted < options.batchSize * 10) break;
-        const pause = Math.max(options.pauseMs ?? 0, Date.now() - batchStarted);
-        await new Promise((resolve) => setTimeout(resolve, pause));
-      }
-      // Old test events, in batches, each bot keeping its newest ones (the delivery log shows them).
-      for (;;) {
-        if (deps.shouldStop?.()) break;
-        const batchStarted = Date.now();
-        const deleted =
-          (
-            await client.query(
-              `DELETE FROM webhook_test_attempts WHERE id = ANY(ARRAY(
-                 SELECT t.id FROM webhook_test_attempts t
-                  WHERE t.attempted_at < $1
-                    AND t.id NOT IN (SELECT k.id FROM webhook_test_attempts k
-                                      WHERE k.bot_id = t.bot_id
-                                      ORDER BY k.attempted_at DESC, k.id DESC
-                                      LIMIT $3)
-                  LIMIT $2))`,
-              [cutoff, options.batchSize, KEEP_ATTEMPTS_PER_BOT],
-            )
-          ).rowCount ?? 0;
-        result.batches++;
-        result.testAttempts += deleted;
-        deps.metrics?.pruned("webhook_test_attempts", deleted);
-        if (deleted < options.batchSize) break;
-        const pause = Math.max(options.pauseMs ?? 0, Date.now() - batchStarted);
-        await new Promise((resolve) => setTimeout(resolve, pause));
-      }
+      const countsLimit = options.batchSize * 10;
+      result.voteCounts = await deleteInBatches(
+        `DELETE FROM vote_counts WHERE ctid = ANY(ARRAY(
+           SELECT ctid FROM vote_counts WHERE hour < $1 LIMIT $2))`,
+        [countsCutoff, countsLimit],
+        countsLimit,
+        "vote_counts",
+      );
+      result.testAttempts = await deleteInBatches(
+        `DELETE FROM webhook_test_attempts WHERE id = ANY(ARRAY(
+           SELECT t.id FROM webhook_test_attempts t
+            WHERE t.attempted_at < $1
+              AND t.id NOT IN (SELECT k.id FROM webhook_test_attempts k
+                                WHERE k.bot_id = t.bot_id
+                                ORDER BY k.attempted_at DESC, k.id DESC
+                                LIMIT $3)
+            LIMIT $2))`,
+        [cutoff, options.batchSize, KEEP_ATTEMPTS_PER_BOT],
+        options.batchSize,
+        "webhook_test_attempts",
+      );
     } finally {
       await client.query("SELECT pg_advisory_unlock($1)", [RETENTION_LOCK_ID]);
     }

@@ -95,11 +95,12 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     ...(config.dnsServers ? { dnsServers: config.dnsServers } : {}),
   });
   type DeliveryJob = Job<DeliveryJobData, DeliverResult>;
+  const slowMs = config.slowAttemptMs ?? DEFAULT_SLOW_ATTEMPT_MS;
   const fairness = createFairness<DeliveryJob>({
     perWebhook: config.maxInFlightPerWebhook ?? DEFAULT_MAX_IN_FLIGHT_PER_WEBHOOK,
     perOrigin: config.maxInFlightPerOrigin ?? DEFAULT_MAX_IN_FLIGHT_PER_ORIGIN,
     holdMs: leaseMs(config),
-    slowMs: config.slowAttemptMs ?? DEFAULT_SLOW_ATTEMPT_MS,
+    slowMs,
   });
   deps.metrics?.watchFairness?.(() => fairness.snapshot());
 
@@ -164,7 +165,7 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     const started = performance.now();
     try {
       result = await deliver(job.data, ticket ? (target) => fairness.learn(ticket, target.url) : undefined);
-      pace = paceOf(result, performance.now() - started, config.slowAttemptMs ?? DEFAULT_SLOW_ATTEMPT_MS);
+      pace = paceOf(result, performance.now() - started, slowMs);
     } finally {
       if (ticket) {
         // One parked job per free slot: a webhook that just answered quickly for the first time
