@@ -12,7 +12,7 @@
  */
 import type pg from "pg";
 import { type LoadResult, load } from "./load.js";
-import { cpuSeconds, cpuSecondsOf } from "./procs.js";
+import { cpuSeconds, cpuSecondsOf, gcSeconds } from "./procs.js";
 import type { Receiver } from "./receiver.js";
 
 export const MIX_PATH = "/mix";
@@ -31,6 +31,9 @@ export interface PipelineContext {
   connections: number;
   redisPid: () => number | undefined;
   ingestPid: () => number | undefined;
+  /** Prometheus endpoints of vote-ingest and of the (first) dispatcher: GC time. */
+  ingestMetricsUrl: string;
+  dispatcherMetricsUrl: string;
   /** Stops every running dispatcher and starts one; returns its pid. */
   restartDispatcher: () => Promise<number | undefined>;
   stopDispatchers: () => Promise<void>;
@@ -125,6 +128,17 @@ export interface WebhookMixResult {
   /** vote → receipt while casting at full speed. */
   latencyMs: { p50: number; p99: number };
   cpuMicrosecondsPerVote: Cpu;
+  /** Of that CPU, microseconds per vote spent in garbage collection (null: not readable). */
+  gcMicrosecondsPerVote: { ingest: number | null; dispatcher: number | null };
+}
+
+/** GC seconds of vote-ingest and the dispatcher so far. */
+async function gcNow(ctx: PipelineContext): Promise<{ ingest: number | null; dispatcher: number | null }> {
+  const [ingest, dispatcher] = await Promise.all([
+    gcSeconds(ctx.ingestMetricsUrl),
+    gcSeconds(ctx.dispatcherMetricsUrl),
+  ]);
+  return { ingest, dispatcher };
 }
 
 export async function webhookMix(ctx: PipelineContext, bots: string[]): Promise<WebhookMixResult> {
@@ -149,15 +163,25 @@ export async function webhookMix(ctx: PipelineContext, bots: string[]): Promise<
   const ours: LoadResult[] = [];
   const cpus: Cpu[] = [];
   const rates: number[] = [];
+  const gc = { ingest: 0 as number | null, dispatcher: 0 as number | null, votes: 0 };
+  const addGc = (k: "ingest" | "dispatcher", before: number | null, after: number | null) => {
+    const sum = gc[k];
+    gc[k] = sum === null || before === null || after === null ? null : sum + (after - before);
+  };
   ctx.receiver.reset(MIX_PATH);
   for (let round = 0; round < ctx.rounds; round++) {
     floors.push(await run(ctx.floorUrl));
+    const gcBefore = await gcNow(ctx);
     const before = cpuNow(ctx, dispatcherPid);
     const from = Date.now();
     const r = await run(ctx.ingestUrl);
     const to = Date.now();
     ours.push(r);
     cpus.push(perVote(before, cpuNow(ctx, dispatcherPid), r.total - r.non2xx));
+    const gcAfter = await gcNow(ctx);
+    addGc("ingest", gcBefore.ingest, gcAfter.ingest);
+    addGc("dispatcher", gcBefore.dispatcher, gcAfter.dispatcher);
+    gc.votes += r.total - r.non2xx;
     rates.push(ctx.receiver.receivedBetween(from, to, MIX_PATH) / ((to - from) / 1000));
   }
   const castEnded = Date.now();
@@ -209,13 +233,18 @@ export async function webhookMix(ctx: PipelineContext, bots: string[]): Promise<
       redis: meanCpu("redis"),
       loadGenerator: meanCpu("loadGenerator"),
     },
+    gcMicrosecondsPerVote: {
+      ingest: gc.ingest === null ? null : Math.round((gc.ingest * 1e6) / Math.max(1, gc.votes)),
+      dispatcher: gc.dispatcher === null ? null : Math.round((gc.dispatcher * 1e6) / Math.max(1, gc.votes)),
+    },
   };
   ctx.log(
     `webhook-mix: ingest ${result.ours.rps} votes/s vs floor ${result.floor.rps} = ${result.ratio}× (rounds ${roundRatios.join(", ")}); ` +
       `${result.deliveriesPerSecondWhileCasting} deliveries/s while casting; ${delivered}/${recorded} recorded votes delivered ` +
       `(${drainAfterS} s after the last vote); vote → delivery p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms; ` +
       `CPU µs per vote: ingest ${result.cpuMicrosecondsPerVote.ingest}, dispatcher ${result.cpuMicrosecondsPerVote.dispatcher}, ` +
-      `postgres ${result.cpuMicrosecondsPerVote.postgres}, redis ${result.cpuMicrosecondsPerVote.redis}, load ${result.cpuMicrosecondsPerVote.loadGenerator}`,
+      `postgres ${result.cpuMicrosecondsPerVote.postgres}, redis ${result.cpuMicrosecondsPerVote.redis}, load ${result.cpuMicrosecondsPerVote.loadGenerator}; ` +
+      `of which GC: ingest ${result.gcMicrosecondsPerVote.ingest ?? "?"}, dispatcher ${result.gcMicrosecondsPerVote.dispatcher ?? "?"}`,
   );
   return result;
 }

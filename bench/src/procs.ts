@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -7,13 +7,39 @@ export { freePort, startRedisServer } from "@botdir/db/testing";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
+/**
+ * The Node flags of the production image (docker/Dockerfile's `NODE_OPTIONS`), read from the
+ * Dockerfile so the bench cannot drift from it: the apps and the floor run with them.
+ * BENCH_NODE_ARGS replaces them ("" for V8's defaults).
+ */
+export function appNodeArgs(): string[] {
+  const configured = process.env.BENCH_NODE_ARGS;
+  if (configured !== undefined) return configured.split(" ").filter(Boolean);
+  const dockerfile = readFileSync(path.join(ROOT, "docker/Dockerfile"), "utf8");
+  const options = /NODE_OPTIONS="([^"]*)"/.exec(dockerfile)?.[1];
+  if (options === undefined) throw new Error('docker/Dockerfile sets no NODE_OPTIONS="…"');
+  return options.split(" ").filter(Boolean);
+}
+
+/**
+ * The Node binary of the apps and the floor: BENCH_NODE (e.g. the production image's Node line,
+ * docs/performance.md), else the one running the bench.
+ */
+export const APP_NODE = process.env.BENCH_NODE || process.execPath;
+
+/** `node --version` of APP_NODE (recorded with the results). */
+export function appNodeVersion(): string {
+  if (APP_NODE === process.execPath) return process.version;
+  return execFileSync(APP_NODE, ["--version"], { encoding: "utf8" }).trim();
+}
+
 export interface Proc {
   name: string;
   child: ChildProcess;
   stop(): Promise<void>;
 }
 
-/** Starts `node --import tsx <entry>` with env; resolves when `ready()` says so. */
+/** Starts `node --import tsx <entry>` (APP_NODE) with env; resolves when `ready()` says so. */
 export async function startNode(
   name: string,
   entry: string,
@@ -21,7 +47,7 @@ export async function startNode(
   args: string[] = [],
   nodeArgs: string[] = [],
 ): Promise<Proc> {
-  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", path.join(ROOT, entry), ...args], {
+  const child = spawn(APP_NODE, [...nodeArgs, "--import", "tsx", path.join(ROOT, entry), ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -110,4 +136,23 @@ export function cpuSecondsOf(comm: string): number {
     }
   }
   return total;
+}
+
+/**
+ * Seconds the app has spent in garbage collection so far, from its Prometheus endpoint
+ * (`nodejs_gc_duration_seconds_sum`, every kind); null when it cannot be read.
+ */
+export async function gcSeconds(metricsUrl: string | undefined): Promise<number | null> {
+  if (!metricsUrl) return null;
+  try {
+    const text = await (await fetch(metricsUrl)).text();
+    let total = 0;
+    for (const line of text.split("\n")) {
+      if (line.startsWith("nodejs_gc_duration_seconds_sum"))
+        total += Number(line.slice(line.lastIndexOf(" ") + 1));
+    }
+    return total;
+  } catch {
+    return null;
+  }
 }

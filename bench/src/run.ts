@@ -12,6 +12,8 @@ import pg from "pg";
 import { type LoadResult, load } from "./load.js";
 import { hostile, type PipelineContext, percentile, seedPipelineBots, webhookMix } from "./pipeline.js";
 import {
+  appNodeArgs,
+  appNodeVersion,
   cpuSeconds,
   cpuSecondsOf,
   freePort,
@@ -182,7 +184,9 @@ async function main(): Promise<void> {
   const cleanup = async () => {
     await Promise.all(procs.map((p) => p.stop()));
     await redis.stop();
-    await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`).catch(() => {});
+    // BENCH_KEEP_DB=1 keeps the scratch database for inspection (table statistics, plans).
+    if (process.env.BENCH_KEEP_DB === "1") log(`kept database ${dbName}`);
+    else await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`).catch(() => {});
     await admin.end();
   };
   try {
@@ -209,18 +213,20 @@ async function main(): Promise<void> {
       SECRET_ENCRYPTION_KEY: encryptionKey,
       WEBHOOK_ALLOW_PRIVATE_TARGETS: "true",
     };
-    const floor = await startNode("floor", "bench/src/floor.ts", { LOG_LEVEL: common.LOG_LEVEL }, [
-      String(floorPort),
-    ]);
+    // The apps and the floor run with the production image's Node flags (docker/Dockerfile
+    // NODE_OPTIONS, read by appNodeArgs; BENCH_NODE_ARGS replaces them) under APP_NODE (BENCH_NODE).
     // BENCH_PROFILE=api (or vote-ingest, webhook-dispatcher) writes a V8 CPU profile of that app
     // to bench/results/profiles/ when it stops (open it in Chrome DevTools or speedscope).
-    // The apps run with the production image's heap cap (docker/Dockerfile NODE_OPTIONS);
-    // BENCH_NODE_ARGS replaces those V8/Node flags ("" for V8's defaults).
-    const appNodeArgs = (process.env.BENCH_NODE_ARGS ?? "--max-old-space-size=128")
-      .split(" ")
-      .filter(Boolean);
+    const nodeArgs = appNodeArgs();
+    const floor = await startNode(
+      "floor",
+      "bench/src/floor.ts",
+      { LOG_LEVEL: common.LOG_LEVEL },
+      [String(floorPort)],
+      nodeArgs,
+    );
     const profileArgs = (name: string) => [
-      ...appNodeArgs,
+      ...nodeArgs,
       ...(process.env.BENCH_PROFILE === name
         ? ["--cpu-prof", `--cpu-prof-dir=${path.join(ROOT, "bench/results/profiles")}`]
         : []),
@@ -519,7 +525,7 @@ async function main(): Promise<void> {
           "apps/webhook-dispatcher/src/main.ts",
           { ...common, DISPATCHER_PORT: String(port) },
           [],
-          i === 0 ? profileArgs("webhook-dispatcher") : appNodeArgs,
+          i === 0 ? profileArgs("webhook-dispatcher") : nodeArgs,
         );
         started.push(d);
         procs.push(d);
@@ -602,6 +608,8 @@ async function main(): Promise<void> {
       connections: CONNECTIONS,
       redisPid: () => redis.pid(),
       ingestPid: () => ingest.child.pid,
+      ingestMetricsUrl: `http://127.0.0.1:${ingestPort}/metrics`,
+      dispatcherMetricsUrl: `http://127.0.0.1:${dispatcherPorts[0]}/metrics`,
       async stopDispatchers() {
         await Promise.all(procs.filter((p) => p.name.startsWith("webhook-dispatcher")).map((p) => p.stop()));
       },
@@ -640,13 +648,17 @@ async function main(): Promise<void> {
     );
     const report = {
       date: new Date().toISOString(),
-      machine: { cores: (await import("node:os")).cpus().length, node: process.version },
+      machine: {
+        cores: (await import("node:os")).cpus().length,
+        node: process.version,
+        appNode: appNodeVersion(),
+      },
       settings: {
         roundSeconds: ROUND_S,
         rounds: ROUNDS,
         connections: CONNECTIONS,
         logLevel: common.LOG_LEVEL,
-        appNodeArgs,
+        nodeArgs,
       },
       paths: table,
       cpuMicrosecondsPerRequest: cpu,

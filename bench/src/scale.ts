@@ -19,7 +19,7 @@ import path from "node:path";
 import { createSecretBox, hashToken, migrate } from "@botdir/db";
 import pg from "pg";
 import { type LoadResult, load } from "./load.js";
-import { freePort, type Proc, ROOT, startNode, startRedisServer, waitForHttp } from "./procs.js";
+import { appNodeArgs, freePort, type Proc, ROOT, startNode, startRedisServer, waitForHttp } from "./procs.js";
 
 const BASE_DB = process.env.DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
 const ROUND_S = Number(process.env.BENCH_ROUND_S ?? 5);
@@ -232,9 +232,7 @@ async function main(): Promise<void> {
   try {
     const encryptionKey = randomBytes(32).toString("hex");
     const internalKey = randomBytes(24).toString("base64url");
-    const appNodeArgs = (process.env.BENCH_NODE_ARGS ?? "--max-old-space-size=128")
-      .split(" ")
-      .filter(Boolean);
+    const nodeArgs = appNodeArgs();
     const stacks: Stack[] = [];
     for (const [name, votes] of [
       ["small", SMALL],
@@ -264,14 +262,14 @@ async function main(): Promise<void> {
           "apps/api/src/main.ts",
           { ...common, API_PORT: String(apiPort), METRICS_PORT: String(metricsPort) },
           [],
-          appNodeArgs,
+          nodeArgs,
         ),
         await startNode(
           `ingest-${name}`,
           "apps/vote-ingest/src/main.ts",
           { ...common, INGEST_PORT: String(ingestPort) },
           [],
-          appNodeArgs,
+          nodeArgs,
         ),
       );
       await waitForHttp(`http://127.0.0.1:${apiPort}/api/health`);

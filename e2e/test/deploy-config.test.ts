@@ -180,6 +180,25 @@ describe("docker/Dockerfile", () => {
     },
   );
 
+  it("caps the whole V8 heap, young generation included, well inside every app's container memory limit", () => {
+    // Node 24 sizes the young generation from the host's memory unless told: 64 MB semi-spaces on
+    // a 24 GiB host made the heap limit 128 + 3 x 64 = 320 MB (over the 256 MiB limit) and turned
+    // scavenges into full collections (docs/performance.md).
+    const options = /^ENV .*NODE_OPTIONS="([^"]*)"/m.exec(dockerfile)?.[1] ?? "";
+    const flag = (name: string) => Number(new RegExp(`--${name}=(\\d+)(?:\\s|$)`).exec(options)?.[1]);
+    const oldMb = flag("max-old-space-size");
+    const semiMb = flag("max-semi-space-size");
+    expect(oldMb).toBeGreaterThan(0);
+    expect(semiMb).toBeGreaterThan(0);
+    const heapLimitMb = oldMb + 3 * semiMb;
+    for (const app of Object.keys(APPS)) {
+      const limit = /limits: \{[^}]*memory: (\d+)Mi/.exec(read(`infra/base/${app}.yaml`))?.[1];
+      expect(Number(limit)).toBeGreaterThan(0);
+      // Room for what is not heap: code, buffers, sockets, the native side of TLS and zlib.
+      expect(heapLimitMb).toBeLessThanOrEqual(Number(limit) * 0.75);
+    }
+  });
+
   it("runs as a non-root user with tini as PID 1", () => {
     expect(dockerfile).toMatch(/^USER node$/m);
     expect(dockerfile).toContain('ENTRYPOINT ["/usr/bin/tini", "--"]');

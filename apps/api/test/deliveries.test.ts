@@ -62,6 +62,7 @@ async function seedDelivery(
       data: {
         deliveryId: id,
         botId,
+        series: 0,
         attemptNumber: i + 1,
         statusCode: a.statusCode,
         errorKind: a.errorKind,

@@ -468,11 +468,11 @@ WITH l AS (
          updated_at = $7
     FROM l
    WHERE d.id = l.id AND l.state = 'pending' AND l.attempts_made = $2 AND l.lease_until = $3
-  RETURNING d.id
+  RETURNING d.id, d.series
 ), a AS (
   INSERT INTO webhook_attempts
-         (delivery_id, bot_id, attempt_number, status_code, error_kind, duration_ms, attempted_at)
-  SELECT u.id, $8::varchar, $2, $9::int, $10::text, $11::int, $12::timestamptz FROM u
+         (delivery_id, series, bot_id, attempt_number, status_code, error_kind, duration_ms, attempted_at)
+  SELECT u.id, u.series, $8::varchar, $2, $9::int, $10::text, $11::int, $12::timestamptz FROM u
 )
 SELECT count(*)::int AS recorded FROM u`;
 
@@ -560,11 +560,11 @@ WITH i AS (
     FROM i, l
    WHERE d.id = l.id AND l.id = i.id
      AND l.state = 'pending' AND l.attempts_made = i.attempt_number AND l.lease_until = i.lease_until
-  RETURNING d.id
+  RETURNING d.id, d.series
 ), a AS (
   INSERT INTO webhook_attempts
-         (delivery_id, bot_id, attempt_number, status_code, error_kind, duration_ms, attempted_at)
-  SELECT i.id, i.bot_id, i.attempt_number, i.status_code, i.error_kind, i.duration_ms, i.attempted_at
+         (delivery_id, series, bot_id, attempt_number, status_code, error_kind, duration_ms, attempted_at)
+  SELECT i.id, u.series, i.bot_id, i.attempt_number, i.status_code, i.error_kind, i.duration_ms, i.attempted_at
     FROM i JOIN u ON u.id = i.id
 )
 SELECT l.id, u.id IS NOT NULL AS recorded FROM l LEFT JOIN u ON u.id = l.id`;

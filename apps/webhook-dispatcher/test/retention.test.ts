@@ -56,6 +56,7 @@ async function seedDelivery(
       data: {
         deliveryId: id,
         botId,
+        series: 0,
         attemptNumber: n,
         durationMs: 3,
         attemptedAt: new Date(at.getTime() + n),

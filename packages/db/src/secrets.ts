@@ -9,7 +9,14 @@
  *   first 4 bytes of SHA-256 of the key) names the key and is authenticated as GCM associated data.
  * - `v1:<iv>:<tag>:<ciphertext>` (before the key ring): names no key, so every key is tried.
  */
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  createSecretKey,
+  type KeyObject,
+  randomBytes,
+} from "node:crypto";
 
 /** No key of the ring decrypts a stored secret (wrong ring, removed key, corrupt value). */
 export class SecretUnreadable extends Error {
@@ -47,7 +54,7 @@ export function keyIdOf(key: Buffer): string {
   return createHash("sha256").update(key).digest("hex").slice(0, 8);
 }
 
-function gcmOpen(key: Buffer, iv: string, tag: string, data: string, aad?: Buffer): string | null {
+function gcmOpen(key: KeyObject, iv: string, tag: string, data: string, aad?: Buffer): string | null {
   try {
     const decipher = createDecipheriv("aes-256-gcm", key, Buffer.from(iv, "base64url"));
     if (aad) decipher.setAAD(aad);
@@ -67,8 +74,12 @@ export function createSecretBox(keys: Buffer | readonly Buffer[]): SecretBox {
   if (!first) throw new Error("The encryption key ring is empty.");
   if (ring.some((k) => k.length !== 32)) throw new Error("The encryption key must be 32 bytes.");
   const ids = ring.map(keyIdOf);
-  const byId = new Map<string, Buffer>();
-  ring.forEach((key, i) => {
+  // KeyObjects, made once: on Node 22+ a cipher given a Buffer key builds a key object per call,
+  // 5-6 times slower than reusing one (and garbage for the collector); see docs/performance.md.
+  const objects = ring.map((key) => createSecretKey(key));
+  const firstObject = objects[0] as KeyObject;
+  const byId = new Map<string, KeyObject>();
+  objects.forEach((key, i) => {
     const id = ids[i] as string;
     if (!byId.has(id)) byId.set(id, key);
   });
@@ -86,7 +97,7 @@ export function createSecretBox(keys: Buffer | readonly Buffer[]): SecretBox {
     isCurrent: (stored) => keyIdOfStored(stored) === currentKeyId,
     encrypt(plaintext) {
       const iv = randomBytes(12);
-      const cipher = createCipheriv("aes-256-gcm", first, iv);
+      const cipher = createCipheriv("aes-256-gcm", firstObject, iv);
       cipher.setAAD(Buffer.from(currentKeyId));
       const data = Buffer.concat([cipher.update(plaintext, "utf8"), cipher.final()]);
       const tag = cipher.getAuthTag();
@@ -109,13 +120,40 @@ export function createSecretBox(keys: Buffer | readonly Buffer[]): SecretBox {
       }
       if (parts[0] === "v1" && parts.length === 4) {
         const [, iv, tag, data] = parts as [string, string, string, string];
-        for (const key of ring) {
+        for (const key of objects) {
           const plain = gcmOpen(key, iv, tag, data);
           if (plain !== null) return plain;
         }
         throw new SecretUnreadable(null);
       }
       throw new SecretUnreadable(null, "Stored secret has an unknown format.");
+    },
+  };
+}
+
+/**
+ * The same box, remembering the last `maxEntries` values it decrypted (by stored form). A bot's
+ * secret is decrypted for every attempt to it; the stored form only changes when the owner rotates
+ * the secret or `botctl secrets reencrypt` runs, and then it is a new entry. Values that no key
+ * decrypts are never remembered (every use fails again). The ring is fixed for the life of the
+ * process (it comes from the environment), so a remembered value is always one the ring decrypts.
+ */
+export function withDecryptCache(box: SecretBox, maxEntries: number): SecretBox {
+  const cache = new Map<string, string>();
+  return {
+    encrypt: (plaintext) => box.encrypt(plaintext),
+    keyIdOf: (stored) => box.keyIdOf(stored),
+    isCurrent: (stored) => box.isCurrent(stored),
+    currentKeyId: box.currentKeyId,
+    keyIds: box.keyIds,
+    decrypt(stored) {
+      const known = cache.get(stored);
+      if (known !== undefined) return known;
+      const plaintext = box.decrypt(stored);
+      // Map keeps insertion order: the first key is the one remembered longest ago.
+      if (cache.size >= maxEntries) cache.delete(cache.keys().next().value as string);
+      cache.set(stored, plaintext);
+      return plaintext;
     },
   };
 }

@@ -71,6 +71,7 @@ describe("constraints", () => {
     const attempt = {
       deliveryId: delivery.id,
       botId: "123456789012345678",
+      series: 0,
       attemptNumber: 1,
       durationMs: 5,
       attemptedAt: new Date(),

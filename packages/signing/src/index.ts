@@ -9,15 +9,12 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 export const SIGNATURE_HEADER = "x-webhook-signature-256";
 export const SIGNATURE_PREFIX = "sha256=";
 
+/** Strings are hashed as their UTF-8 bytes; byte arrays as they are (never copied). */
 type Bytes = string | Uint8Array;
-
-function toBuffer(value: Bytes): Buffer {
-  return typeof value === "string" ? Buffer.from(value, "utf8") : Buffer.from(value);
-}
 
 /** `sha256=` followed by the lowercase hex HMAC-SHA256 of `rawBody` keyed with `secret`. */
 export function sign(secret: Bytes, rawBody: Bytes): string {
-  const mac = createHmac("sha256", toBuffer(secret)).update(toBuffer(rawBody)).digest("hex");
+  const mac = createHmac("sha256", secret).update(rawBody).digest("hex");
   return `${SIGNATURE_PREFIX}${mac}`;
 }
 
@@ -31,7 +28,7 @@ export function verify(secret: Bytes, rawBody: Bytes, header: string | null | un
   if (trimmed.slice(0, SIGNATURE_PREFIX.length).toLowerCase() !== SIGNATURE_PREFIX) return false;
   const hex = trimmed.slice(SIGNATURE_PREFIX.length);
   if (!/^[0-9a-fA-F]{64}$/.test(hex)) return false;
-  const expected = createHmac("sha256", toBuffer(secret)).update(toBuffer(rawBody)).digest();
+  const expected = createHmac("sha256", secret).update(rawBody).digest();
   return timingSafeEqual(expected, Buffer.from(hex, "hex"));
 }
 
@@ -50,7 +47,7 @@ export function secretMatcher(secret: Bytes): (candidate: Bytes) => boolean {
 }
 
 function compareDigest(value: Bytes): Buffer {
-  return createHmac("sha256", "botdir-compare").update(toBuffer(value)).digest();
+  return createHmac("sha256", "botdir-compare").update(value).digest();
 }
 
 export {

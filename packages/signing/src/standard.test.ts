@@ -20,6 +20,20 @@ describe("Standard Webhooks signatures against the standardwebhooks package", ()
     expect(() => new Webhook(secret).verify(body.toString(), headers)).not.toThrow();
   });
 
+  it("when more secrets have signed than keys are kept, then every secret still signs correctly", () => {
+    // Key objects are kept per secret (bounded): the evicted and the kept ones must both be right.
+    const first = issued();
+    const check = (secret: string) =>
+      expect(() =>
+        new Webhook(secret).verify(body.toString(), standardHeaders([secret], id, new Date(), body)),
+      ).not.toThrow();
+    check(first);
+    const others = Array.from({ length: 10_050 }, issued);
+    for (const secret of others) standardHeaders([secret], id, new Date(), body);
+    check(first); // evicted: made again
+    check(others.at(-1) as string); // kept
+  });
+
   it("when two secrets sign during an overlap, then a receiver holding either one accepts", () => {
     const [next, previous] = [issued(), issued()];
     const headers = standardHeaders([next, previous], id, new Date(), body);

@@ -56,6 +56,7 @@ export async function seedDeliveries(
         data: {
           deliveryId,
           botId,
+          series: 0,
           attemptNumber: index + 1,
           statusCode: a.statusCode,
           errorKind: a.errorKind,
