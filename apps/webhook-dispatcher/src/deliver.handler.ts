@@ -8,7 +8,7 @@ import { type Clock, describeError, type Logger } from "@botdir/service-kit";
 import { DEFAULT_DEAD_ENDPOINT_RULES, type DeadEndpointRules, disableIfDead } from "./dead-endpoints.js";
 import { createDeliveryStore, type DeliveryStore, type DeliveryTarget } from "./deliveries.js";
 import { buildDeliveryRequest } from "./delivery-request.js";
-import type { ErrorKind, SendAttempt } from "./http-client.js";
+import type { AttemptOutcome, ErrorKind, SendAttempt } from "./http-client.js";
 import type { AttemptRecorder } from "./metrics.js";
 import { recordDurably } from "./record-durably.js";
 import type { RetryDelays } from "./schedule.js";
@@ -51,10 +51,15 @@ export function createDeliverHandler(deps: DeliverDeps) {
   const deadEndpoints = deps.deadEndpoints ?? DEFAULT_DEAD_ENDPOINT_RULES;
   const store = deps.store ?? createDeliveryStore(deps.db, { maxBatch: 1, maxInFlight: 1 });
 
-  /** `onClaimed` learns where the claimed attempt goes (per-origin fairness, src/fairness.ts). */
+  /**
+   * `onClaimed` learns where the claimed attempt goes (per-origin fairness, src/fairness.ts);
+   * `onSent` how the HTTP attempt itself went, before it is recorded (its duration tells a slow
+   * receiver from a slow claim or record).
+   */
   return async function deliver(
     raw: unknown,
     onClaimed?: (target: DeliveryTarget) => void,
+    onSent?: (outcome: AttemptOutcome) => void,
   ): Promise<DeliverResult> {
     const parsed = DeliveryJobData.safeParse(raw);
     if (!parsed.success) {
@@ -93,6 +98,7 @@ export function createDeliverHandler(deps: DeliverDeps) {
     onClaimed?.(target);
     const attemptedAt = deps.clock.now();
     const outcome = await deps.send(buildDeliveryRequest({ ...target, deliveryId, signedAt: attemptedAt }));
+    onSent?.(outcome);
     const recordedAt = deps.clock.now();
     const recorded = await recordDurably(
       {

@@ -232,6 +232,7 @@ export interface AttemptEnd {
   errorKind?: string | null;
 }
 
+/** `elapsedMs`: how long the HTTP attempt took (connect to status line), not the claim or record. */
 export function paceOf(result: AttemptEnd, elapsedMs: number, slowMs: number): Pace | undefined {
   if (result.kind !== "delivered" && result.kind !== "retry" && result.kind !== "failed") return undefined;
   if (result.errorKind != null && UNANSWERED.has(result.errorKind)) return "slow";

@@ -167,10 +167,19 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     const ticket = admission?.ticket;
     let result: DeliverResult;
     let pace: Pace | undefined;
+    let answeredInMs: number | undefined;
     const started = performance.now();
     try {
-      result = await deliver(job.data, ticket ? (target) => fairness.learn(ticket, target.url) : undefined);
-      pace = paceOf(result, performance.now() - started, slowMs);
+      result = await deliver(
+        job.data,
+        ticket ? (target) => fairness.learn(ticket, target.url) : undefined,
+        (outcome) => {
+          answeredInMs = outcome.durationMs;
+        },
+      );
+      // The receiver's pace is its HTTP attempt's duration, not claim + attempt + record: a slow
+      // PostgreSQL must not make every webhook look slow and cut it to one slot.
+      pace = paceOf(result, answeredInMs ?? performance.now() - started, slowMs);
     } finally {
       if (ticket) {
         // One parked job per free slot: a webhook that just answered quickly for the first time

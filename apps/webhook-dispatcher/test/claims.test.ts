@@ -310,6 +310,32 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([[1, 204, null]]);
   });
 
+  it("when recording is slow, then the handler reports the HTTP attempt's own duration (the receiver's pace), not claim + record", async () => {
+    const clock = new ManualClock();
+    const delivery = await arrange(clock);
+    const store = real();
+    const slow: DeliveryStore = {
+      claim: store.claim,
+      record: async (input) => {
+        await new Promise((r) => setTimeout(r, 600));
+        return store.record(input);
+      },
+    };
+    const sent: number[] = [];
+    const started = performance.now();
+
+    const result = await handler(clock, slow)({ deliveryId: delivery.id }, undefined, (outcome) => {
+      sent.push(outcome.durationMs);
+    });
+
+    expect(result.kind).toBe("delivered");
+    expect(performance.now() - started).toBeGreaterThanOrEqual(600);
+    // The receiver answers after 100 ms: that is the pace the worker's fairness learns.
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toBeGreaterThanOrEqual(90);
+    expect(sent[0]).toBeLessThan(500);
+  });
+
   it("when the record committed but its reply was lost, then the retry recognises its own write instead of reporting a takeover", async () => {
     const clock = new ManualClock();
     const delivery = await arrange(clock);
