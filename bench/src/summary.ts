@@ -2,7 +2,8 @@
  * The committed results file is the median of the day's runs with their range, not the best run:
  * every run is kept in bench/results/runs/<timestamp>.json, and bench/results/<date>.json is
  * rebuilt from all runs of that date after each run: every number becomes its median, and `range`
- * holds [min, max] of it across the runs.
+ * holds [min, max] of it across the runs. Runs of the apps under another Node line (BENCH_NODE)
+ * go to bench/results/<date>-node<major>.json instead.
  */
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -40,6 +41,18 @@ function combine(values: Json[]): { median: Json; range: Json } {
 }
 
 /**
+ * Runs whose apps ran under another Node line than the bench's own (BENCH_NODE, e.g. the
+ * production image's) are aggregated apart: "-node<major>"; "" for the default runtime.
+ */
+function runtimeVariant(run: Json): string {
+  const machine = typeof run === "object" && run !== null && !Array.isArray(run) ? run.machine : null;
+  if (typeof machine !== "object" || machine === null || Array.isArray(machine)) return "";
+  const major = (v: Json | undefined) => (typeof v === "string" ? /^v(\d+)\./.exec(v)?.[1] : undefined);
+  const app = major(machine.appNode);
+  return app !== undefined && app !== major(machine.node) ? `-node${app}` : "";
+}
+
+/**
  * Saves this run and rewrites the day's file from every full run of the day; returns its path.
  * A partial run (a BENCH_ONLY subset, shorter rounds) goes to runs/partial/ and is not aggregated.
  */
@@ -59,12 +72,14 @@ export function saveRun(
   mkdirSync(runsDir, { recursive: true });
   const day = report.date.slice(0, 10);
   writeFileSync(path.join(runsDir, name), `${JSON.stringify(report, null, 2)}\n`);
+  const variant = runtimeVariant(report as Json);
   const runs = readdirSync(runsDir)
     .filter((f) => f.startsWith(day) && f.endsWith(".json"))
     .sort()
-    .map((f) => ({ file: f, data: JSON.parse(readFileSync(path.join(runsDir, f), "utf8")) as Json }));
+    .map((f) => ({ file: f, data: JSON.parse(readFileSync(path.join(runsDir, f), "utf8")) as Json }))
+    .filter((r) => runtimeVariant(r.data) === variant);
   const { median: med, range } = combine(runs.map((r) => r.data));
-  const file = path.join(resultsDir, `${day}.json`);
+  const file = path.join(resultsDir, `${day}${variant}.json`);
   const summary = {
     date: day,
     note: "every number is the median of the day's runs; range holds [min, max] across them",
