@@ -1,4 +1,4 @@
-import { loggerOptions } from "./http.js";
+import { LOG_CENSOR, LOG_REDACT_PATHS, loggerOptions, redactSecrets } from "./http.js";
 
 describe("loggerOptions", () => {
   it("when stdout is a terminal outside production, then records go through pino-pretty", () => {
@@ -15,6 +15,59 @@ describe("loggerOptions", () => {
   it("when stdout is not a terminal (a pipe, a container log), then logs stay JSON lines", () => {
     const options = loggerOptions("api", "debug", { nodeEnv: "development", tty: false });
     expect(options).not.toHaveProperty("transport");
-    expect(options.redact.paths.length).toBeGreaterThan(0);
+    expect(options.formatters.log).toBe(redactSecrets);
+  });
+});
+
+describe("redactSecrets (every app's log records)", () => {
+  /** A record holding `value` at `path`; `*` becomes an ordinary key. */
+  function recordAt(path: string, value: string): Record<string, unknown> {
+    const keys = path.split(".").map((k) => (k === "*" ? "anything" : k));
+    const leaf = keys.pop() as string;
+    const root: Record<string, unknown> = { msg: "oops", reqId: "r-1" };
+    let at = root;
+    for (const k of keys) {
+      const next: Record<string, unknown> = { keep: "visible" };
+      at[k] = next;
+      at = next;
+    }
+    at[leaf] = value;
+    return root;
+  }
+
+  it.each(LOG_REDACT_PATHS)(
+    "when a record carries %s, then the line has [redacted] there and nothing else changes",
+    (path) => {
+      const record = recordAt(path, "tok-secret");
+      const before = JSON.stringify(record);
+
+      const out = redactSecrets(record);
+
+      const line = JSON.stringify(out);
+      expect(line).not.toContain("tok-secret");
+      expect(line).toBe(before.replace('"tok-secret"', `"${LOG_CENSOR}"`));
+      expect(JSON.stringify(record)).toBe(before); // the caller's objects are not changed
+    },
+  );
+
+  it("when a record holds no secret, then it is returned as it is (no copy)", () => {
+    const record = {
+      reqId: "r-1",
+      method: "GET",
+      route: "/x",
+      status: 200,
+      err: { message: "m", code: "E" },
+    };
+    expect(redactSecrets(record)).toBe(record);
+  });
+
+  it("when a record holds buffers, arrays and objects without listed keys, then they are passed through, not copied", () => {
+    const buf = Buffer.from("token");
+    const list = ["token", "body"];
+    const record = { buf, list, a: { b: { c: 1 } } };
+    const out = redactSecrets(record);
+    expect(out).toBe(record);
+    expect(out.buf).toBe(buf);
+    expect(out.list).toBe(list);
   });
 });
