@@ -287,7 +287,9 @@ const isObject = (v: unknown): v is Record<string, unknown> =>
 function censorKeys(obj: Record<string, unknown>, keys: ReadonlySet<string>): Record<string, unknown> {
   let out: Record<string, unknown> | undefined;
   for (const key in obj) {
-    if (keys.has(key) && Object.hasOwn(obj, key)) (out ??= { ...obj })[key] = LOG_CENSOR;
+    if (!keys.has(key) || !Object.hasOwn(obj, key)) continue;
+    out ??= { ...obj };
+    out[key] = LOG_CENSOR;
   }
   return out ?? obj;
 }
@@ -301,7 +303,8 @@ function censorKeys(obj: Record<string, unknown>, keys: ReadonlySet<string>): Re
 export function redactSecrets(record: Record<string, unknown>): Record<string, unknown> {
   let out: Record<string, unknown> | undefined;
   const set = (key: string, value: unknown) => {
-    (out ??= { ...record })[key] = value;
+    out ??= { ...record };
+    out[key] = value;
   };
   for (const key in record) {
     if (!Object.hasOwn(record, key)) continue;
