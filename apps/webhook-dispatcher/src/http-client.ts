@@ -157,9 +157,6 @@ export function checkTarget(
   return { ok: true, url };
 }
 
-/** URLs whose checkTarget verdict a sender remembers. */
-const TARGET_VERDICTS = 10_000;
-
 /** A connection that was closed by the receiver while idle in the pool fails like this. */
 const STALE_SOCKET_CODES = new Set(["ECONNRESET", "EPIPE"]);
 
@@ -221,28 +218,16 @@ export function createWebhookSender(options: SenderOptions): WebhookSender {
     fresh: createClient(agents.fresh, options.timeoutMs),
   };
 
-  // The verdict of checkTarget per URL (it depends on nothing else): a bot's URL is checked once,
-  // not parsed again for every attempt. Bounded; the oldest verdict goes first.
-  const verdicts = new Map<string, boolean>();
-  const allowed = (url: string): boolean => {
-    let ok = verdicts.get(url);
-    if (ok === undefined) {
-      ok = checkTarget(url, options.allowPrivateTargets).ok;
-      if (verdicts.size >= TARGET_VERDICTS) verdicts.delete(verdicts.keys().next().value as string);
-      verdicts.set(url, ok);
-    }
-    return ok;
-  };
-
   const send = (request: WebhookRequest) =>
     new Promise<AttemptOutcome>((resolve) => {
       const started = performance.now();
       const elapsed = () => Math.round(performance.now() - started);
-      if (!allowed(request.url)) {
+      const target = checkTarget(request.url, options.allowPrivateTargets);
+      if (!target.ok) {
         resolve({ ok: false, statusCode: null, errorKind: "refused_target", durationMs: elapsed() });
         return;
       }
-      const { url } = request;
+      const { url } = target;
       const headers = { ...request.headers, "Content-Length": String(request.body.length) };
       let settled = false;
       const settle = (outcome: AttemptOutcome) => {

@@ -11,7 +11,7 @@
  * oldest attempt holding the cap must have ended (a replica that dies forgets what it parked).
  */
 import { performance } from "node:perf_hooks";
-import { type Db, type SecretBox, withDecryptCache } from "@botdir/db";
+import type { Db, SecretBox } from "@botdir/db";
 import { DeliveryJobData, JOBS, QUEUES } from "@botdir/schema";
 import { type Clock, describeError, type Logger } from "@botdir/service-kit";
 import type { Resolver } from "@botdir/webhook-targets";
@@ -60,11 +60,6 @@ export interface DispatcherConfig {
 export const DEFAULT_MAX_IN_FLIGHT_PER_WEBHOOK = 4;
 export const DEFAULT_MAX_IN_FLIGHT_PER_ORIGIN = 32;
 export const DEFAULT_SLOW_ATTEMPT_MS = 2_000;
-/**
- * Decrypted webhook secrets remembered per replica (by stored form): one AES-GCM decryption per
- * bot instead of one per attempt. More bots than this only means more decryptions.
- */
-export const SECRET_CACHE_ENTRIES = 10_000;
 
 export interface DispatcherDeps {
   db: Db;
@@ -132,7 +127,7 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
   }
   const deliver = createDeliverHandler({
     db: deps.db,
-    secrets: withDecryptCache(deps.secrets, SECRET_CACHE_ENTRIES),
+    secrets: deps.secrets,
     clock: deps.clock,
     logger: deps.logger,
     retryDelays: config.retryDelays,

@@ -12,7 +12,6 @@ export {
   createSecretBox,
   keyIdOf,
   SecretUnreadable,
-  withDecryptCache,
 } from "./secrets.js";
 export { toIso, toIsoOrNull } from "./time.js";
 export { generateToken, generateWebhookSecret, hashToken } from "./tokens.js";

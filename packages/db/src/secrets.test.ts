@@ -1,5 +1,5 @@
 import { createCipheriv, randomBytes } from "node:crypto";
-import { createSecretBox, keyIdOf, type SecretBox, SecretUnreadable, withDecryptCache } from "./secrets.js";
+import { createSecretBox, keyIdOf, SecretUnreadable } from "./secrets.js";
 
 /** A value in the pre-ring `v1` format (no key id), as stored before SECRET_ENCRYPTION_KEYS. */
 function encryptV1(key: Buffer, plaintext: string): string {
@@ -87,60 +87,5 @@ describe("key ring", () => {
   it("when the stored value is malformed, then it is unreadable, not a crash of another kind", () => {
     expect(() => createSecretBox(newKey).decrypt("garbage")).toThrow(SecretUnreadable);
     expect(() => createSecretBox([])).toThrow("empty");
-  });
-});
-
-describe("decrypt cache", () => {
-  /** A box that counts the decryptions that reach it. */
-  function counting(box: SecretBox): { box: SecretBox; calls: () => number } {
-    let n = 0;
-    return {
-      box: {
-        ...box,
-        decrypt(stored) {
-          n++;
-          return box.decrypt(stored);
-        },
-      },
-      calls: () => n,
-    };
-  }
-
-  it("when the same stored value is decrypted again, then the ring is not used again", () => {
-    const inner = counting(createSecretBox(randomBytes(32)));
-    const box = withDecryptCache(inner.box, 10);
-    const stored = box.encrypt("whsec_cached");
-    expect([box.decrypt(stored), box.decrypt(stored), box.decrypt(stored)]).toEqual([
-      "whsec_cached",
-      "whsec_cached",
-      "whsec_cached",
-    ]);
-    expect(inner.calls()).toBe(1);
-  });
-
-  it("when more values than it holds are decrypted, then the oldest is decrypted again, not answered wrongly", () => {
-    const inner = counting(createSecretBox(randomBytes(32)));
-    const box = withDecryptCache(inner.box, 2);
-    const [a, b, c] = ["whsec_a", "whsec_b", "whsec_c"].map((s) => box.encrypt(s)) as [
-      string,
-      string,
-      string,
-    ];
-    expect([box.decrypt(a), box.decrypt(b), box.decrypt(c)]).toEqual(["whsec_a", "whsec_b", "whsec_c"]);
-    expect(inner.calls()).toBe(3);
-    expect(box.decrypt(c)).toBe("whsec_c"); // still held
-    expect(inner.calls()).toBe(3);
-    expect(box.decrypt(a)).toBe("whsec_a"); // evicted: decrypted again
-    expect(inner.calls()).toBe(4);
-  });
-
-  it("when no key decrypts a value, then every use fails (the failure is not remembered as a value)", () => {
-    const other = createSecretBox(randomBytes(32));
-    const inner = counting(createSecretBox(randomBytes(32)));
-    const box = withDecryptCache(inner.box, 10);
-    const foreign = other.encrypt("whsec_foreign");
-    expect(unreadable(() => box.decrypt(foreign))).toBeInstanceOf(SecretUnreadable);
-    expect(unreadable(() => box.decrypt(foreign))).toBeInstanceOf(SecretUnreadable);
-    expect(inner.calls()).toBe(2);
   });
 });

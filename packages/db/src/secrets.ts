@@ -130,30 +130,3 @@ export function createSecretBox(keys: Buffer | readonly Buffer[]): SecretBox {
     },
   };
 }
-
-/**
- * The same box, remembering the last `maxEntries` values it decrypted (by stored form). A bot's
- * secret is decrypted for every attempt to it; the stored form only changes when the owner rotates
- * the secret or `botctl secrets reencrypt` runs, and then it is a new entry. Values that no key
- * decrypts are never remembered (every use fails again). The ring is fixed for the life of the
- * process (it comes from the environment), so a remembered value is always one the ring decrypts.
- */
-export function withDecryptCache(box: SecretBox, maxEntries: number): SecretBox {
-  const cache = new Map<string, string>();
-  return {
-    encrypt: (plaintext) => box.encrypt(plaintext),
-    keyIdOf: (stored) => box.keyIdOf(stored),
-    isCurrent: (stored) => box.isCurrent(stored),
-    currentKeyId: box.currentKeyId,
-    keyIds: box.keyIds,
-    decrypt(stored) {
-      const known = cache.get(stored);
-      if (known !== undefined) return known;
-      const plaintext = box.decrypt(stored);
-      // Map keeps insertion order: the first key is the one remembered longest ago.
-      if (cache.size >= maxEntries) cache.delete(cache.keys().next().value as string);
-      cache.set(stored, plaintext);
-      return plaintext;
-    },
-  };
-}
