@@ -142,8 +142,7 @@ export function cpuSecondsOf(comm: string): number {
  * Seconds the app has spent in garbage collection so far, from its Prometheus endpoint
  * (`nodejs_gc_duration_seconds_sum`, every kind); null when it cannot be read.
  */
-export async function gcSeconds(metricsUrl: string | undefined): Promise<number | null> {
-  if (!metricsUrl) return null;
+export async function gcSeconds(metricsUrl: string): Promise<number | null> {
   try {
     const text = await (await fetch(metricsUrl)).text();
     let total = 0;
