@@ -10,7 +10,14 @@ import { createSecretBox, hashToken, migrate } from "@botdir/db";
 import { parseMetrics } from "@botdir/db/testing";
 import pg from "pg";
 import { type LoadResult, load } from "./load.js";
-import { hostile, type PipelineContext, percentile, seedPipelineBots, webhookMix } from "./pipeline.js";
+import {
+  hostile,
+  type PipelineContext,
+  percentile,
+  seedDeliveryHistory,
+  seedPipelineBots,
+  webhookMix,
+} from "./pipeline.js";
 import {
   appNodeArgs,
   appNodeVersion,
@@ -36,6 +43,8 @@ const WEBHOOK_BOTS = 200;
 /** webhook-mix: every voted bot has a webhook. hostile: 10 % hold, 10 % 500, 5 % unresolvable. */
 const MIX_BOTS = 2_000;
 const HOSTILE_BOTS = 200;
+/** Past votes, each delivered once, of every bot with a webhook (webhook and webhook-mix bots). */
+const HISTORY_PER_BOT = 100;
 const log = (line: string) => process.stdout.write(`[bench] ${line}\n`);
 
 function withDb(url: string, name: string): string {
@@ -53,6 +62,8 @@ interface Seeded {
   mixBots: string[];
   hostileBots: string[];
   hostileHealthy: Set<string>;
+  /** Past votes seeded with a delivered delivery and its attempt (seedDeliveryHistory). */
+  history: number;
 }
 
 async function seed(
@@ -98,10 +109,11 @@ async function seed(
     mix: mixBots,
     hostile: hostileBots,
   });
+  const history = await seedDeliveryHistory(client, [...webhookBots, ...mixBots], HISTORY_PER_BOT);
   // Fresh tables have no planner statistics until autovacuum gets to them; a live database has.
   await client.query("ANALYZE");
   await client.end();
-  return { tokens, webhookBots, mixBots, hostileBots, hostileHealthy };
+  return { tokens, webhookBots, mixBots, hostileBots, hostileHealthy, history };
 }
 
 /**
@@ -198,7 +210,8 @@ async function main(): Promise<void> {
     const seeded = await seed(dbUrl, receiver, encryptionKey);
     log(
       `seeded ${BOTS} bots with tokens, ${BOTS * 100} votes, ${WEBHOOK_BOTS} bots with webhooks, ` +
-        `${MIX_BOTS} webhook-mix bots, ${HOSTILE_BOTS} hostile-mix bots`,
+        `${MIX_BOTS} webhook-mix bots, ${HOSTILE_BOTS} hostile-mix bots, ` +
+        `${seeded.history} delivered deliveries of past votes`,
     );
 
     const [apiPort, ingestPort, dispatcherPort, dispatcher2Port, floorPort, apiMetricsPort] =
