@@ -92,7 +92,11 @@ export async function seedPipelineBots(
  * are cached per connection for its life (the foreign-key check of every attempt row a record
  * statement inserts was measured at 4 µs or 112–285 µs per row from one run to the next).
  */
-export async function seedDeliveryHistory(client: pg.Client, bots: string[], perBot: number): Promise<number> {
+export async function seedDeliveryHistory(
+  client: pg.Client,
+  bots: string[],
+  perBot: number,
+): Promise<number> {
   await client.query(
     `WITH v AS (
        INSERT INTO vote_log (bot_id, user_id, voted_at)

@@ -178,6 +178,39 @@ describe("dead endpoints", () => {
     expect((await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt).toBeNull();
   });
 
+  it("when a disabled webhook is re-enabled and fails again, then it is disabled again only once the new streak spans the window", async () => {
+    const clock = new ManualClock(new Date());
+    const bot = await seedBot(t.db);
+    await configureWebhook(t.db, bot.id, "https://example.test/relapse", issued(9));
+    const { deliver } = handler(clock, fail);
+    const failOnce = async () =>
+      (await deliver({ deliveryId: (await seedDelivery(t.db, bot.id, { votedAt: clock.now() })).id })).kind;
+    const disabledAt = async () =>
+      (await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt;
+
+    for (let i = 0; i < 6; i++) {
+      await failOnce();
+      clock.advance(DAY + DAY / 10);
+    }
+    expect(await disabledAt()).not.toBeNull();
+
+    // The owner re-enables it (what the listing's enable does): the old streak no longer counts.
+    await t.db.prisma.bot.update({
+      where: { id: bot.id },
+      data: { webhookDisabledAt: null, webhookDisabledReason: null, webhookEnabledAt: clock.now() },
+    });
+    clock.advance(1_000);
+    for (let i = 0; i < 5; i++) {
+      expect(await failOnce()).toBe("retry");
+      clock.advance(DAY / 2);
+    }
+    expect(await disabledAt()).toBeNull();
+
+    clock.advance(3 * DAY);
+    expect(await failOnce()).toBe("failed");
+    expect((await disabledAt())?.toISOString()).toBe(clock.now().toISOString());
+  });
+
   it("when fewer deliveries than the minimum failed, then the webhook stays enabled however long", async () => {
     const clock = new ManualClock(new Date());
     const bot = await seedBot(t.db);

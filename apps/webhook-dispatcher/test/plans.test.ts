@@ -6,6 +6,7 @@
  * per claim batch and halved the drain (docs/performance.md).
  */
 import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
+import { DEAD_ENDPOINT_STATEMENTS, disableIfDead } from "../src/dead-endpoints.js";
 import { STATEMENTS } from "../src/deliveries.js";
 import { configureWebhook } from "./support.js";
 
@@ -130,5 +131,89 @@ describe("plans with a backlog the statistics do not know", () => {
     const args = `'${ids[0]}'::uuid, 1, now(), 'delivered', NULL, now(), now(), '1', 200, NULL, 5, now()`;
     const scans = await scansOf(STATEMENTS.RECORD_SQL, args);
     expect(targetOf(scans, "d")).toEqual(["d: Index Scan on webhook_deliveries_pkey"]);
+  });
+});
+
+interface AnalyzedNode extends PlanNode {
+  "Actual Rows": number;
+  "Actual Loops": number;
+  Plans?: AnalyzedNode[];
+}
+
+/** Rows each scan of webhook_attempts returned (summed over its loops), as "how: rows". */
+function attemptScans(node: AnalyzedNode, out: string[] = []): string[] {
+  if (node["Relation Name"] === "webhook_attempts") {
+    const how = `${node["Node Type"]}${node["Index Name"] ? ` on ${node["Index Name"]}` : ""}`;
+    out.push(`${how}: ${node["Actual Rows"] * node["Actual Loops"]}`);
+  }
+  for (const child of node.Plans ?? []) attemptScans(child, out);
+  return out;
+}
+
+describe("the dead-endpoint check during a burst of failures", () => {
+  const DAY = 24 * 60 * 60 * 1000;
+  const rules = { afterMs: 5 * DAY, minDeliveries: 5 };
+  let botId: string;
+
+  beforeAll(async () => {
+    const bot = await seedBot(t.db);
+    botId = bot.id;
+    await configureWebhook(t.db, bot.id, "https://example.com/down", "whsec_burst");
+    // An endpoint down for the last hour of a popular bot: 3,000 failed attempts, none older.
+    await t.db.pool.query(
+      `WITH v AS (
+         INSERT INTO vote_log (bot_id, user_id, voted_at)
+         SELECT $1, (400000000000000000 + g)::text, now() - interval '1 hour' FROM generate_series(1, 600) g
+         RETURNING id, bot_id, voted_at
+       ), d AS (
+         INSERT INTO webhook_deliveries
+                (id, bot_id, vote_id, state, attempts_made, next_attempt_at, created_at, updated_at)
+         SELECT gen_random_uuid(), bot_id, id, 'pending', 5, voted_at, voted_at, voted_at FROM v
+         RETURNING id, bot_id, created_at
+       )
+       INSERT INTO webhook_attempts
+              (delivery_id, series, bot_id, attempt_number, status_code, error_kind, duration_ms, attempted_at)
+       SELECT d.id, 0, d.bot_id, n, 500, 'http_status', 3, d.created_at + n * interval '1 minute'
+         FROM d, generate_series(1, 5) n`,
+      [botId],
+    );
+    await t.db.pool.query("ANALYZE webhook_attempts");
+  });
+
+  it("when a failing endpoint has failed for less than the window, then the check reads at most one attempt row, not the streak", async () => {
+    const client = await t.db.pool.connect();
+    try {
+      const { rows } = await client.query<{ "QUERY PLAN": { Plan: AnalyzedNode }[] }>(
+        `EXPLAIN (ANALYZE, FORMAT JSON) ${DEAD_ENDPOINT_STATEMENTS.GATE_SQL.replace("$1", "$1::varchar").replace("$2", "$2::timestamptz")}`,
+        [botId, new Date(Date.now() - rules.afterMs)],
+      );
+      const scans = attemptScans(rows[0]?.["QUERY PLAN"][0]?.Plan as AnalyzedNode);
+      expect(scans).toEqual(["Index Scan on webhook_attempts_bot_newest_idx: 0"]);
+    } finally {
+      client.release();
+    }
+    // And disableIfDead sends only that probe to PostgreSQL (the streak statement is the O(n) one).
+    const sent: string[] = [];
+    const pool = t.db.pool;
+    const query = pool.query;
+    const forward = query as unknown as (this: typeof pool, ...args: unknown[]) => unknown;
+    pool.query = ((config: { name?: string }, ...rest: unknown[]) => {
+      sent.push(config.name ?? "unnamed");
+      return forward.call(pool, config, ...rest);
+    }) as unknown as typeof pool.query;
+    try {
+      expect(await disableIfDead(t.db, botId, new Date(), rules)).toEqual({
+        disabled: false,
+        endedDeliveries: 0,
+      });
+    } finally {
+      pool.query = query;
+    }
+    expect(sent).toEqual(["dispatcher_dead_endpoint_gate"]);
+  });
+
+  it("when the same streak has lasted the whole window, then the check reads it and disables the webhook", async () => {
+    const later = new Date(Date.now() + rules.afterMs);
+    expect(await disableIfDead(t.db, botId, later, rules)).toEqual({ disabled: true, endedDeliveries: 600 });
   });
 });
