@@ -81,13 +81,24 @@ async function seed(
 ): Promise<Seeded> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
-  const tokens = Array.from({ length: BOTS }, () => randomBytes(32).toString("base64url"));
-  const ids = tokens.map((_, i) => botId(i));
-  await client.query(
-    `INSERT INTO bots (id, status, token_hash, approved_at, server_count)
-     SELECT id, 'approved', hash, now(), 1 FROM unnest($1::text[], $2::text[]) AS t(id, hash)`,
-    [ids, tokens.map(hashToken)],
-  );
+  /** `count` approved bots with a fresh token each, ids from botId(firstIndex). */
+  async function insertTokenBots(
+    firstIndex: number,
+    count: number,
+  ): Promise<{ id: string; token: string }[]> {
+    const bots = Array.from({ length: count }, (_, i) => ({
+      id: botId(firstIndex + i),
+      token: randomBytes(32).toString("base64url"),
+    }));
+    await client.query(
+      `INSERT INTO bots (id, status, token_hash, approved_at, server_count)
+       SELECT id, 'approved', hash, now(), 1 FROM unnest($1::text[], $2::text[]) AS t(id, hash)`,
+      [bots.map((b) => b.id), bots.map((b) => hashToken(b.token))],
+    );
+    return bots;
+  }
+  const tokenBots = await insertTokenBots(0, BOTS);
+  const tokens = tokenBots.map((b) => b.token);
   // One voter with an open window per bot (for /check), 100 log entries per bot (for /votes).
   await client.query(
     `INSERT INTO vote_log (bot_id, user_id, voted_at)
@@ -113,17 +124,11 @@ async function seed(
   const hostileBots = Array.from({ length: HOSTILE_BOTS }, (_, i) =>
     botId(BOTS + WEBHOOK_BOTS + MIX_BOTS + i),
   );
-  const extraTokens = Array.from({ length: STATS_EXTRA_BOTS }, () => randomBytes(32).toString("base64url"));
-  const extraIds = extraTokens.map((_, i) => botId(BOTS + WEBHOOK_BOTS + MIX_BOTS + HOSTILE_BOTS + i));
-  await client.query(
-    `INSERT INTO bots (id, status, token_hash, approved_at, server_count)
-     SELECT id, 'approved', hash, now(), 1 FROM unnest($1::text[], $2::text[]) AS t(id, hash)`,
-    [extraIds, extraTokens.map(hashToken)],
-  );
-  const statsBots = [...ids, ...extraIds].map((id, i) => ({
-    id,
-    token: (tokens[i] ?? extraTokens[i - BOTS]) as string,
-  }));
+  // Inserted after the log above was seeded, so these bots have no votes: only /stats uses them.
+  const statsBots = [
+    ...tokenBots,
+    ...(await insertTokenBots(BOTS + WEBHOOK_BOTS + MIX_BOTS + HOSTILE_BOTS, STATS_EXTRA_BOTS)),
+  ];
   const { hostileHealthy } = await seedPipelineBots(client, (s) => box.encrypt(s), receiver, {
     mix: mixBots,
     hostile: hostileBots,
