@@ -1,5 +1,6 @@
 import type { RequestListener } from "node:http";
 import { type BatchLimits, createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
+import { isRetryableConflict } from "@botdir/db";
 import { errorHandler, notFound, requestContext } from "@botdir/service-kit";
 import express, { type Express, type Request } from "express";
 import type { ApiContext } from "./context.js";
@@ -72,6 +73,7 @@ export function createApp(deps: ApiDeps): ApiApp {
       ...batching,
       run: (inputs) => writeStats(deps.db, inputs),
       conflictKey: (input) => input.tokenHash,
+      retryAlone: isRetryableConflict,
       onBatch: metrics.batch("stats"),
     }),
   };

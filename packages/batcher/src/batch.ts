@@ -18,6 +18,10 @@
  * rejects with its own error (`isolateFailures: false` rejects the whole batch at once). `run`
  * must therefore be safe to repeat for a key whose batch failed: a failed statement is rolled
  * back as a whole.
+ *
+ * `retryAlone` covers the case isolation cannot: a batch of one (or a key run alone) that failed
+ * with an error the store asks to be retried — PostgreSQL's deadlock victim or serialization
+ * failure, whose transaction was rolled back whole — runs once more before its caller sees it.
  */
 export interface BatchLimits {
   /** Batches executing at once (at most the pool connections they may use). */
@@ -39,6 +43,12 @@ export interface BatchOptions<K, V> extends BatchLimits {
    * failure can only be the store's (a Redis call), so that a stalled store is not waited for twice.
    */
   isolateFailures?: boolean;
+  /**
+   * Whether a key that failed alone (a batch of one, or a key rerun alone after its batch failed)
+   * runs once more: for failures that say nothing about the key (e.g. `isRetryableConflict` of
+   * @botdir/db, a deadlock victim). Default: never.
+   */
+  retryAlone?: (error: unknown) => boolean;
   /** Called with the size of every batch sent (metrics). */
   onBatch?: (size: number) => void;
 }
@@ -52,7 +62,22 @@ interface Pending<K, V> {
 }
 
 export function createBatcher<K, V>(options: BatchOptions<K, V>): Batched<K, V> {
-  const { run, maxInFlight, maxBatch, conflictKey, onBatch, isolateFailures = true } = options;
+  const { maxInFlight, maxBatch, conflictKey, onBatch, isolateFailures = true, retryAlone } = options;
+  /** `options.run`, a synchronous throw turned into a rejection. */
+  const runOnce = (keys: readonly K[]): Promise<readonly V[]> => {
+    try {
+      return Promise.resolve(options.run(keys));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  };
+  /** Runs a batch; a key alone that fails as `retryAlone` allows runs once more. */
+  const run = (keys: readonly K[]): Promise<readonly V[]> => {
+    const once = runOnce(keys);
+    return keys.length === 1 && retryAlone
+      ? once.catch((error: unknown) => (retryAlone(error) ? runOnce(keys) : Promise.reject(error)))
+      : once;
+  };
   if (!(maxInFlight >= 1 && maxBatch >= 1)) throw new RangeError("maxInFlight and maxBatch must be ≥ 1");
   let queue: Pending<K, V>[] = [];
   let inFlight = 0;
@@ -93,13 +118,7 @@ export function createBatcher<K, V>(options: BatchOptions<K, V>): Batched<K, V> 
   function execute(batch: Pending<K, V>[]): void {
     inFlight++;
     onBatch?.(batch.length);
-    let outcome: Promise<readonly V[]>;
-    try {
-      outcome = run(batch.map((item) => item.key));
-    } catch (error) {
-      outcome = Promise.reject(error);
-    }
-    outcome
+    run(batch.map((item) => item.key))
       .then((values) => {
         if (values.length !== batch.length) {
           throw new Error(
@@ -115,15 +134,13 @@ export function createBatcher<K, V>(options: BatchOptions<K, V>): Batched<K, V> 
         }
         return Promise.all(
           batch.map((item) =>
-            Promise.resolve()
-              .then(() => run([item.key]))
-              .then(
-                (values) =>
-                  values.length === 1
-                    ? item.resolve(values[0] as V)
-                    : item.reject(new Error(`batch returned ${values.length} results for 1 key`)),
-                (alone: unknown) => item.reject(alone),
-              ),
+            run([item.key]).then(
+              (values) =>
+                values.length === 1
+                  ? item.resolve(values[0] as V)
+                  : item.reject(new Error(`batch returned ${values.length} results for 1 key`)),
+              (alone: unknown) => item.reject(alone),
+            ),
           ),
         );
       })

@@ -3,6 +3,7 @@ export { createDb } from "./client.js";
 export { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL } from "./defaults.js";
 export type { AttemptView, DeliveryStateName, RedeliverResult } from "./deliveries.js";
 export { ATTEMPTS_SHOWN, isDeliveryId, listRecentAttempts, redeliver } from "./deliveries.js";
+export { isRetryableConflict } from "./errors.js";
 export type { Attempt, Bot, Delivery, PrismaClient, Vote, VoteWindow } from "./generated/prisma/client.js";
 export { BotStatus, DeliveryState, Prisma } from "./generated/prisma/client.js";
 export type { MigrationResult } from "./migrate.js";

@@ -126,7 +126,10 @@ const MAX_TOTAL = Number.MAX_SAFE_INTEGER;
  *
  * The row lock of the CTE makes `changed` exact under concurrent posts; it is FOR NO KEY UPDATE
  * (what the UPDATE takes anyway), so it never waits for the key-share locks that vote-ingest's
- * foreign keys take. Rows are locked in id order, so two batches in flight never deadlock. A batch
+ * foreign keys take. Rows are locked in id order, so two batches in flight never deadlock each
+ * other; a deadlock was still seen once in CI (e2e redis-outage: one bot posting stats while votes
+ * and deliveries for it were written, cause not found), so the batcher runs a deadlock victim once
+ * more (`retryAlone: isRetryableConflict`, src/app.ts) instead of answering 500. A batch
  * must not hold two posts of the same token (the batcher's conflict key): a row is updated once
  * per statement.
  */

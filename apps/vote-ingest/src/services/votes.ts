@@ -18,7 +18,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { type BatchLimits, createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
-import type { Db } from "@botdir/db";
+import { type Db, isRetryableConflict } from "@botdir/db";
 import { ApiError, MESSAGES, VOTE_WINDOW_MS } from "@botdir/schema";
 import type { Clock, Logger } from "@botdir/service-kit";
 import type { DeliveryQueue } from "../outbox/queue.js";
@@ -124,6 +124,7 @@ export function createVotes(deps: VotesDeps) {
   const cast = createBatcher<CastInput, CastRow>({
     ...(deps.batching ?? DEFAULT_BATCH_LIMITS),
     conflictKey: (vote) => `${vote.botId}:${vote.userId}`,
+    retryAlone: isRetryableConflict,
     onBatch: deps.onBatch,
     run: async (votes) => {
       // Named: PostgreSQL parses and plans the statement once per connection.
