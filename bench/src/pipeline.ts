@@ -4,7 +4,9 @@
  *
  * - `webhook-mix`: every voted bot has a webhook and one dispatcher runs while votes are cast at
  *   full speed, alternating with the floor's vote route. Targets: ingest ≥ 0.3× of the floor, and
- *   every recorded vote delivered by the end. Also reports deliveries/s *while votes are cast*.
+ *   every recorded vote delivered by the end. Also reports deliveries/s *while votes are cast*, and
+ *   the same rounds with no dispatcher running (the ratio's upper bound: what the ingest alone
+ *   reaches; the difference is what delivering costs on the same cores).
  * - `hostile`: 10 % of the bots' receivers hold every request until the dispatcher's timeout, 10 %
  *   answer 500 at once, 5 % have a host name that does not resolve (`*.invalid`); votes at an even
  *   500/s. Targets: healthy bots' p99 vote → delivery < 250 ms, and one replica drains ≥ 1,000
@@ -168,6 +170,130 @@ export interface WebhookMixResult {
   cpuMicrosecondsPerVote: Cpu;
   /** Of that CPU, microseconds per vote spent in garbage collection (null: not readable). */
   gcMicrosecondsPerVote: { ingest: number | null; dispatcher: number | null };
+  /** The same votes cast while no dispatcher runs: the ratio's upper bound (ingestAlone). */
+  ingestAlone: IngestAloneResult;
+}
+
+export interface IngestAloneResult {
+  floor: { rps: number };
+  ours: { rps: number; non2xx: number };
+  ratio: number;
+  roundRatios: number[];
+  /** The dispatcher column is 0: none runs. */
+  cpuMicrosecondsPerVote: Cpu;
+  /** Delivered afterwards by one dispatcher, so the next scenario starts with an empty queue. */
+  recorded: number;
+  delivered: number;
+}
+
+/** Rounds of the floor's vote route and ours, alternating (the floor first), with CPU per vote of ours. */
+async function alternate(
+  ctx: PipelineContext,
+  build: Build,
+  dispatcherPid: number | undefined,
+  hooks: {
+    /** Just before each of our rounds (after the floor's). */
+    before?: () => Promise<void>;
+    after?: (round: { from: number; to: number; votes: number }) => Promise<void>;
+  } = {},
+): Promise<{ floors: LoadResult[]; ours: LoadResult[]; cpus: Cpu[]; roundRatios: number[] }> {
+  const run = (url: string) =>
+    load({ url, method: "POST", durationS: ctx.roundS, connections: ctx.connections, request: build });
+  const floors: LoadResult[] = [];
+  const ours: LoadResult[] = [];
+  const cpus: Cpu[] = [];
+  for (let round = 0; round < ctx.rounds; round++) {
+    floors.push(await run(ctx.floorUrl));
+    await hooks.before?.();
+    const before = cpuNow(ctx, dispatcherPid);
+    const from = Date.now();
+    const r = await run(ctx.ingestUrl);
+    const to = Date.now();
+    ours.push(r);
+    cpus.push(perVote(before, cpuNow(ctx, dispatcherPid), r.total - r.non2xx));
+    await hooks.after?.({ from, to, votes: r.total - r.non2xx });
+  }
+  const roundRatios = ours.map((o, i) => Math.round((o.rps / Math.max(1, floors[i]?.rps ?? 1)) * 100) / 100);
+  return { floors, ours, cpus, roundRatios };
+}
+
+const average = (xs: LoadResult[], k: keyof LoadResult) =>
+  xs.reduce((a, x) => a + x[k], 0) / Math.max(1, xs.length);
+const meanOf = (cpus: Cpu[], k: keyof Cpu) =>
+  Math.round(cpus.reduce((a, c) => a + c[k], 0) / Math.max(1, cpus.length));
+
+/** Votes in vote_log of users [from, to), counted again until the count is stable and all arrived. */
+async function waitDelivered(
+  ctx: PipelineContext,
+  users: { from: bigint; to: bigint },
+  receivedSoFar: () => number,
+): Promise<{ recorded: number; delivered: number }> {
+  // Votes whose request was still in flight when a round ended may commit a moment later: count
+  // again until the count is stable and every recorded vote has arrived (or the deadline passes).
+  const countRecorded = async () =>
+    Number(
+      (
+        await ctx.db.query("SELECT count(*) FROM vote_log WHERE user_id >= $1 AND user_id < $2", [
+          String(users.from),
+          String(users.to),
+        ])
+      ).rows[0].count,
+    );
+  const deadline = Date.now() + 180_000;
+  let recorded = await countRecorded();
+  for (;;) {
+    while (receivedSoFar() < recorded && Date.now() < deadline) await sleep(50);
+    const again = await countRecorded();
+    if (again === recorded || Date.now() >= deadline) break;
+    recorded = again;
+  }
+  return { recorded, delivered: receivedSoFar() };
+}
+
+/**
+ * The ratio's upper bound: the mix's votes (other users) cast while no dispatcher runs, alternating
+ * with the floor the same way. Each vote is still written with its delivery and handed to the
+ * queue, so this is the ingest's whole share of the pipeline; what the mix's ratio lacks from this
+ * one is what delivering costs on the same cores. Then one dispatcher delivers them.
+ */
+async function ingestAlone(ctx: PipelineContext, bots: string[]): Promise<IngestAloneResult> {
+  await ctx.stopDispatchers();
+  const users = { from: 9000000000000000000n, to: 9100000000000000000n };
+  let voter = 0;
+  const build: Build = () => ({
+    path: "/internal/v1/votes",
+    headers: { authorization: ctx.internalKey },
+    body: `{"bot_id":"${bots[voter % bots.length]}","user_id":"${users.from + BigInt(voter++)}"}`,
+  });
+  const receivedBefore = ctx.receiver.received(MIX_PATH);
+  const { floors, ours, cpus, roundRatios } = await alternate(ctx, build, undefined);
+  await ctx.restartDispatcher();
+  const { recorded, delivered } = await waitDelivered(
+    ctx,
+    users,
+    () => ctx.receiver.received(MIX_PATH) - receivedBefore,
+  );
+  const result: IngestAloneResult = {
+    floor: { rps: Math.round(average(floors, "rps")) },
+    ours: { rps: Math.round(average(ours, "rps")), non2xx: ours.reduce((a, o) => a + o.non2xx, 0) },
+    ratio: Math.round((average(ours, "rps") / Math.max(1, average(floors, "rps"))) * 100) / 100,
+    roundRatios,
+    cpuMicrosecondsPerVote: {
+      ingest: meanOf(cpus, "ingest"),
+      dispatcher: 0,
+      postgres: meanOf(cpus, "postgres"),
+      redis: meanOf(cpus, "redis"),
+      loadGenerator: meanOf(cpus, "loadGenerator"),
+    },
+    recorded,
+    delivered,
+  };
+  ctx.log(
+    `webhook-mix, no dispatcher running (the ratio's upper bound): ingest ${result.ours.rps} votes/s vs floor ${result.floor.rps} = ${result.ratio}× ` +
+      `(rounds ${roundRatios.join(", ")}); CPU µs per vote: ingest ${result.cpuMicrosecondsPerVote.ingest}, postgres ${result.cpuMicrosecondsPerVote.postgres}, ` +
+      `redis ${result.cpuMicrosecondsPerVote.redis}, load ${result.cpuMicrosecondsPerVote.loadGenerator}; then ${delivered}/${recorded} delivered by one dispatcher`,
+  );
+  return result;
 }
 
 /** GC seconds of vote-ingest and the dispatcher so far. */
@@ -187,8 +313,6 @@ export async function webhookMix(ctx: PipelineContext, bots: string[]): Promise<
     headers: { authorization: ctx.internalKey },
     body: `{"bot_id":"${bots[voter % bots.length]}","user_id":"${5000000000000000000n + BigInt(voter++)}"}`,
   });
-  const run = (url: string) =>
-    load({ url, method: "POST", durationS: ctx.roundS, connections: ctx.connections, request: build });
   // Warm-up (JIT, pools, keep-alive connections): one short round of ours, not measured.
   await load({
     url: ctx.ingestUrl,
@@ -197,9 +321,6 @@ export async function webhookMix(ctx: PipelineContext, bots: string[]): Promise<
     connections: ctx.connections,
     request: build,
   });
-  const floors: LoadResult[] = [];
-  const ours: LoadResult[] = [];
-  const cpus: Cpu[] = [];
   const rates: number[] = [];
   const gc = { ingest: 0 as number | null, dispatcher: 0 as number | null, votes: 0 };
   const addGc = (k: "ingest" | "dispatcher", before: number | null, after: number | null) => {
@@ -207,57 +328,42 @@ export async function webhookMix(ctx: PipelineContext, bots: string[]): Promise<
     gc[k] = sum === null || before === null || after === null ? null : sum + (after - before);
   };
   ctx.receiver.reset(MIX_PATH);
-  for (let round = 0; round < ctx.rounds; round++) {
-    floors.push(await run(ctx.floorUrl));
-    const gcBefore = await gcNow(ctx);
-    const before = cpuNow(ctx, dispatcherPid);
-    const from = Date.now();
-    const r = await run(ctx.ingestUrl);
-    const to = Date.now();
-    ours.push(r);
-    cpus.push(perVote(before, cpuNow(ctx, dispatcherPid), r.total - r.non2xx));
-    const gcAfter = await gcNow(ctx);
-    addGc("ingest", gcBefore.ingest, gcAfter.ingest);
-    addGc("dispatcher", gcBefore.dispatcher, gcAfter.dispatcher);
-    gc.votes += r.total - r.non2xx;
-    rates.push(ctx.receiver.receivedBetween(from, to, MIX_PATH) / ((to - from) / 1000));
-  }
+  let gcBefore = await gcNow(ctx);
+  const { floors, ours, cpus, roundRatios } = await alternate(ctx, build, dispatcherPid, {
+    before: async () => {
+      gcBefore = await gcNow(ctx);
+    },
+    after: async (round) => {
+      const gcAfter = await gcNow(ctx);
+      addGc("ingest", gcBefore.ingest, gcAfter.ingest);
+      addGc("dispatcher", gcBefore.dispatcher, gcAfter.dispatcher);
+      gc.votes += round.votes;
+      rates.push(
+        ctx.receiver.receivedBetween(round.from, round.to, MIX_PATH) / ((round.to - round.from) / 1000),
+      );
+    },
+  });
   const castEnded = Date.now();
   const latencies = [...ctx.receiver.latencies(MIX_PATH)];
-  // Votes whose request was still in flight when a round ended may commit a moment later: count
-  // again until the count is stable and every recorded vote has arrived (or the deadline passes).
-  const countRecorded = async () =>
-    Number(
-      (
-        await ctx.db.query(
-          `SELECT count(*) FROM vote_log
-            WHERE user_id >= '5000000000000000000' AND user_id < '6000000000000000000'`,
-        )
-      ).rows[0].count,
-    );
-  const deadline = Date.now() + 180_000;
-  let recorded = await countRecorded();
-  for (;;) {
-    while (ctx.receiver.received(MIX_PATH) < recorded && Date.now() < deadline) await sleep(50);
-    const again = await countRecorded();
-    if (again === recorded || Date.now() >= deadline) break;
-    recorded = again;
-  }
-  const delivered = ctx.receiver.received(MIX_PATH);
+  const { recorded, delivered } = await waitDelivered(
+    ctx,
+    { from: 5000000000000000000n, to: 6000000000000000000n },
+    () => ctx.receiver.received(MIX_PATH),
+  );
   const drainAfterS = Math.round((Date.now() - castEnded) / 100) / 10;
-  const avg = (xs: LoadResult[], k: keyof LoadResult) =>
-    xs.reduce((a, x) => a + x[k], 0) / Math.max(1, xs.length);
-  const roundRatios = ours.map((o, i) => Math.round((o.rps / Math.max(1, floors[i]?.rps ?? 1)) * 100) / 100);
-  const meanCpu = (k: keyof Cpu) => Math.round(cpus.reduce((a, c) => a + c[k], 0) / Math.max(1, cpus.length));
-  const result: WebhookMixResult = {
-    floor: { rps: Math.round(avg(floors, "rps")), p50: avg(floors, "p50"), p99: avg(floors, "p99") },
+  const result: Omit<WebhookMixResult, "ingestAlone"> = {
+    floor: {
+      rps: Math.round(average(floors, "rps")),
+      p50: average(floors, "p50"),
+      p99: average(floors, "p99"),
+    },
     ours: {
-      rps: Math.round(avg(ours, "rps")),
-      p50: avg(ours, "p50"),
-      p99: avg(ours, "p99"),
+      rps: Math.round(average(ours, "rps")),
+      p50: average(ours, "p50"),
+      p99: average(ours, "p99"),
       non2xx: ours.reduce((a, o) => a + o.non2xx, 0),
     },
-    ratio: Math.round((avg(ours, "rps") / Math.max(1, avg(floors, "rps"))) * 100) / 100,
+    ratio: Math.round((average(ours, "rps") / Math.max(1, average(floors, "rps"))) * 100) / 100,
     roundRatios,
     deliveriesPerSecondWhileCasting: Math.round(rates.reduce((a, r) => a + r, 0) / Math.max(1, rates.length)),
     recorded,
@@ -265,11 +371,11 @@ export async function webhookMix(ctx: PipelineContext, bots: string[]): Promise<
     drainAfterS,
     latencyMs: { p50: median(latencies), p99: percentile(latencies, 99) },
     cpuMicrosecondsPerVote: {
-      ingest: meanCpu("ingest"),
-      dispatcher: meanCpu("dispatcher"),
-      postgres: meanCpu("postgres"),
-      redis: meanCpu("redis"),
-      loadGenerator: meanCpu("loadGenerator"),
+      ingest: meanOf(cpus, "ingest"),
+      dispatcher: meanOf(cpus, "dispatcher"),
+      postgres: meanOf(cpus, "postgres"),
+      redis: meanOf(cpus, "redis"),
+      loadGenerator: meanOf(cpus, "loadGenerator"),
     },
     gcMicrosecondsPerVote: {
       ingest: gc.ingest === null ? null : Math.round((gc.ingest * 1e6) / Math.max(1, gc.votes)),
@@ -284,7 +390,7 @@ export async function webhookMix(ctx: PipelineContext, bots: string[]): Promise<
       `postgres ${result.cpuMicrosecondsPerVote.postgres}, redis ${result.cpuMicrosecondsPerVote.redis}, load ${result.cpuMicrosecondsPerVote.loadGenerator}; ` +
       `of which GC: ingest ${result.gcMicrosecondsPerVote.ingest ?? "?"}, dispatcher ${result.gcMicrosecondsPerVote.dispatcher ?? "?"}`,
   );
-  return result;
+  return { ...result, ingestAlone: await ingestAlone(ctx, bots) };
 }
 
 export interface HostileResult {

@@ -737,7 +737,7 @@ async function main(): Promise<void> {
           .map(([k, v]) => `${k} ${v.perSecond}/s`)
           .join(", ")}; latency at 500/s p50 ${latency.p50} ms, p99 ${latency.p99} ms`,
         mix
-          ? `webhook-mix: ingest ${mix.ratio}× of the floor (target ≥ 0.3×), ${mix.delivered}/${mix.recorded} recorded votes delivered, ${mix.deliveriesPerSecondWhileCasting} deliveries/s while casting`
+          ? `webhook-mix: ingest ${mix.ratio}× of the floor (target ≥ 0.3×), ${mix.delivered}/${mix.recorded} recorded votes delivered, ${mix.deliveriesPerSecondWhileCasting} deliveries/s while casting; with no dispatcher running ${mix.ingestAlone.ratio}×`
           : "webhook-mix: not run",
         hostileResult
           ? `hostile: healthy p99 ${hostileResult.healthyLatencyMs.p99} ms at 500 votes/s (target < 250 ms), drain ${hostileResult.drain.perSecond} healthy deliveries/s (target ≥ 1,000)`
