@@ -121,54 +121,24 @@ const MAX_TOTAL = Number.MAX_SAFE_INTEGER;
  * Shards: bots.shard_counts holds each shard's latest count (element shard_id + 1). A per-shard
  * post sets its own element (and, with a shard count, drops the elements beyond it), and the bot's
  * server_count becomes the sum of the elements; a post without a shard id empties the array and
- * sets the total it carries. The array is read from the row the statement locks, so two shards
- * posting at once each see the other's count (after a lock wait PostgreSQL re-reads the newest row).
+ * sets the total it carries. The array is read from the row once it is locked, so two shards
+ * posting at once each see the other's count.
  *
- * The row lock of the CTE makes `changed` exact under concurrent posts; it is FOR NO KEY UPDATE
- * (what the UPDATE takes anyway), so it never waits for the key-share locks that vote-ingest's
- * foreign keys take. Rows are locked in id order, so two batches in flight never deadlock each
- * other; a deadlock was still seen once in CI (e2e redis-outage: one bot posting stats while votes
- * and deliveries for it were written, cause not found), so the batcher runs a deadlock victim once
- * more (`retryAlone: isRetryableConflict`, src/app.ts) instead of answering 500. A batch
- * must not hold two posts of the same token (the batcher's conflict key): a row is updated once
- * per statement.
+ * The statement is the function `botdir_write_stats` (migration 20261123150000): one statement
+ * locks the bots' rows FOR NO KEY UPDATE (what the UPDATE takes anyway, so it never waits for the
+ * key-share locks of vote-ingest's foreign keys), in id order so two batches never deadlock each
+ * other; the next one reads the old values and writes, with a snapshot taken after the locks, so
+ * `changed` is exact under concurrent posts. Locking and writing in one statement (a locking CTE
+ * under the UPDATE) deadlocked with concurrent posts for one bot while its votes were written: the
+ * migration says how. The batcher still runs a deadlock victim once more (`retryAlone:
+ * isRetryableConflict`, src/app.ts). A batch must not hold two posts of the same token (the
+ * batcher's conflict key): a row is updated once per statement.
  */
 export async function writeStats(db: Db, inputs: readonly StatsWrite[]): Promise<(WriteResult | null)[]> {
   const { rows } = await db.pool.query<{ i: string; id: string; changed: boolean }>({
     name: "api.stats",
-    text: `WITH q AS (
-       SELECT * FROM unnest($1::char(64)[], $2::varchar[], $3::bigint[], $4::timestamptz[], $5::int[], $6::int[])
-         WITH ORDINALITY AS q(token_hash, bot_id, server_count, now, shard_id, shard_count, i)
-     ), old AS (
-       SELECT b.id, b.server_count AS old_count, b.shard_counts AS old_shards, q.server_count AS new_count,
-              q.shard_id, q.shard_count, q.now, q.i
-         FROM q
-         JOIN bots b ON b.token_hash = q.token_hash AND b.status = 'approved'
-                    AND (q.bot_id IS NULL OR b.id = q.bot_id)
-        ORDER BY b.id
-          FOR NO KEY UPDATE OF b
-     ), new AS (
-       SELECT old.*,
-              CASE WHEN old.shard_id IS NULL THEN '{}'::bigint[]
-                   ELSE ARRAY(
-                     SELECT CASE WHEN g = old.shard_id + 1 THEN old.new_count ELSE old.old_shards[g] END
-                       FROM generate_series(1, GREATEST(cardinality(old.old_shards), old.shard_id + 1)) g
-                      WHERE old.shard_count IS NULL OR g <= old.shard_count
-                      ORDER BY g)
-              END AS shards
-         FROM old
-     ), t AS (
-       SELECT new.*,
-              CASE WHEN new.shard_id IS NULL THEN new.new_count
-                   ELSE (SELECT LEAST(sum(c), $7)::bigint FROM unnest(new.shards) c)
-              END AS total
-         FROM new
-     )
-     UPDATE bots b
-        SET server_count = t.total, shard_counts = t.shards, checked_in_at = t.now, updated_at = t.now
-       FROM t
-      WHERE b.id = t.id
-     RETURNING t.i, b.id, t.old_count IS DISTINCT FROM t.total AS changed`,
+    // Migration 20261123150000_bot_writes_lock_then_update: locks (rows in id order), then writes.
+    text: "SELECT i, id, changed FROM botdir_write_stats($1::char(64)[], $2::varchar[], $3::bigint[], $4::timestamptz[], $5::int[], $6::int[], $7::bigint)",
     values: [
       inputs.map((x) => x.tokenHash),
       inputs.map((x) => x.botId),
@@ -191,16 +161,8 @@ export async function writeCommands(
 ): Promise<WriteResult | null> {
   const { rows } = await db.pool.query<{ id: string; changed: boolean }>({
     name: "api.commands",
-    text: `WITH old AS (
-       SELECT id, commands FROM bots
-        WHERE token_hash = $1 AND status = 'approved' AND ($2::varchar IS NULL OR id = $2::varchar)
-        FOR NO KEY UPDATE
-     )
-     UPDATE bots b
-        SET commands = $3::jsonb, updated_at = $4
-       FROM old
-      WHERE b.id = old.id
-     RETURNING b.id, old.commands IS DISTINCT FROM $3::jsonb AS changed`,
+    // Migration 20261123150000_bot_writes_lock_then_update: locks, then writes (as writeStats).
+    text: "SELECT id, changed FROM botdir_write_commands($1::char(64), $2::varchar, $3::jsonb, $4::timestamptz)",
     values: [input.tokenHash, input.botId, JSON.stringify(input.commands), input.now],
   });
   const row = rows[0];
