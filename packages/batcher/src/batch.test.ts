@@ -139,10 +139,9 @@ describe("createBatcher", () => {
     await expect(next).resolves.toBe("v:2");
   });
 
-  it("when a key alone fails with an error retryAlone accepts, then it runs once more; any other error, or a second failure, reaches the caller", async () => {
-    const deadlock = Object.assign(new Error("deadlock detected"), { code: "40P01" });
+  /** A batcher whose runs fail with `failures` in order (null: that run succeeds), retrying 40P01 alone. */
+  function failingInTurn(failures: (Error | null)[]) {
     const calls: number[][] = [];
-    const failures = [deadlock, deadlock, deadlock, new Error("constraint refused")];
     const load = createBatcher<number, string>({
       run: async (keys) => {
         calls.push([...keys]);
@@ -154,6 +153,13 @@ describe("createBatcher", () => {
       maxInFlight: 1,
       maxBatch: 8,
     });
+    return { load, calls };
+  }
+  const deadlock = Object.assign(new Error("deadlock detected"), { code: "40P01" });
+
+  it("when a key alone fails with an error retryAlone accepts, then it runs once more; any other error, or a second failure, reaches the caller", async () => {
+    const failures: (Error | null)[] = [deadlock, deadlock, deadlock, new Error("constraint refused")];
+    const { load, calls } = failingInTurn(failures);
     // Deadlock, then deadlock again: the retry is once only, the caller sees the second.
     await expect(load(1)).rejects.toBe(deadlock);
     // Deadlock, then a refusal: the refusal is what the caller sees.
@@ -168,20 +174,7 @@ describe("createBatcher", () => {
   });
 
   it("when a batch of several fails, then only the keys run alone are retried as retryAlone allows, not the batch", async () => {
-    const deadlock = Object.assign(new Error("deadlock detected"), { code: "40P01" });
-    const calls: number[][] = [];
-    const failures: (Error | null)[] = [deadlock, deadlock, null, null];
-    const load = createBatcher<number, string>({
-      run: async (keys) => {
-        calls.push([...keys]);
-        const failure = failures.shift();
-        if (failure) throw failure;
-        return keys.map((k) => `v:${k}`);
-      },
-      retryAlone: (error) => (error as { code?: string }).code === "40P01",
-      maxInFlight: 1,
-      maxBatch: 8,
-    });
+    const { load, calls } = failingInTurn([deadlock, deadlock, null, null]);
     await expect(Promise.all([load(1), load(2)])).resolves.toEqual(["v:1", "v:2"]);
     // The batch failed; key 1 alone failed too and ran once more; key 2 alone succeeded.
     expect(calls).toEqual([[1, 2], [1], [2], [1]]);
