@@ -219,8 +219,30 @@ async function alternate(
 
 const average = (xs: LoadResult[], k: keyof LoadResult) =>
   xs.reduce((a, x) => a + x[k], 0) / Math.max(1, xs.length);
-const meanOf = (cpus: Cpu[], k: keyof Cpu) =>
-  Math.round(cpus.reduce((a, c) => a + c[k], 0) / Math.max(1, cpus.length));
+/** Ours / the floor, mean req/s over the rounds, to two decimals. */
+const ratioOf = (ours: LoadResult[], floors: LoadResult[]) =>
+  Math.round((average(ours, "rps") / Math.max(1, average(floors, "rps"))) * 100) / 100;
+/** Mean CPU µs per vote of each process over the rounds. */
+function meanCpu(cpus: Cpu[]): Cpu {
+  const mean = (k: keyof Cpu) => Math.round(cpus.reduce((a, c) => a + c[k], 0) / Math.max(1, cpus.length));
+  return {
+    ingest: mean("ingest"),
+    dispatcher: mean("dispatcher"),
+    postgres: mean("postgres"),
+    redis: mean("redis"),
+    loadGenerator: mean("loadGenerator"),
+  };
+}
+
+/** POST /internal/v1/votes over `bots` round-robin, each vote by a new user from `firstUser` on. */
+function votesOf(ctx: PipelineContext, bots: string[], firstUser: bigint): Build {
+  let voter = 0;
+  return () => ({
+    path: "/internal/v1/votes",
+    headers: { authorization: ctx.internalKey },
+    body: `{"bot_id":"${bots[voter % bots.length]}","user_id":"${firstUser + BigInt(voter++)}"}`,
+  });
+}
 
 /** Votes in vote_log of users [from, to), counted again until the count is stable and all arrived. */
 async function waitDelivered(
@@ -259,12 +281,7 @@ async function waitDelivered(
 async function ingestAlone(ctx: PipelineContext, bots: string[]): Promise<IngestAloneResult> {
   await ctx.stopDispatchers();
   const users = { from: 9000000000000000000n, to: 9100000000000000000n };
-  let voter = 0;
-  const build: Build = () => ({
-    path: "/internal/v1/votes",
-    headers: { authorization: ctx.internalKey },
-    body: `{"bot_id":"${bots[voter % bots.length]}","user_id":"${users.from + BigInt(voter++)}"}`,
-  });
+  const build = votesOf(ctx, bots, users.from);
   const receivedBefore = ctx.receiver.received(MIX_PATH);
   const { floors, ours, cpus, roundRatios } = await alternate(ctx, build, undefined);
   await ctx.restartDispatcher();
@@ -276,15 +293,9 @@ async function ingestAlone(ctx: PipelineContext, bots: string[]): Promise<Ingest
   const result: IngestAloneResult = {
     floor: { rps: Math.round(average(floors, "rps")) },
     ours: { rps: Math.round(average(ours, "rps")), non2xx: ours.reduce((a, o) => a + o.non2xx, 0) },
-    ratio: Math.round((average(ours, "rps") / Math.max(1, average(floors, "rps"))) * 100) / 100,
+    ratio: ratioOf(ours, floors),
     roundRatios,
-    cpuMicrosecondsPerVote: {
-      ingest: meanOf(cpus, "ingest"),
-      dispatcher: 0,
-      postgres: meanOf(cpus, "postgres"),
-      redis: meanOf(cpus, "redis"),
-      loadGenerator: meanOf(cpus, "loadGenerator"),
-    },
+    cpuMicrosecondsPerVote: meanCpu(cpus), // no dispatcher: its column reads 0
     recorded,
     delivered,
   };
@@ -307,12 +318,8 @@ async function gcNow(ctx: PipelineContext): Promise<{ ingest: number | null; dis
 
 export async function webhookMix(ctx: PipelineContext, bots: string[]): Promise<WebhookMixResult> {
   const dispatcherPid = await ctx.restartDispatcher();
-  let voter = 0;
-  const build: Build = () => ({
-    path: "/internal/v1/votes",
-    headers: { authorization: ctx.internalKey },
-    body: `{"bot_id":"${bots[voter % bots.length]}","user_id":"${5000000000000000000n + BigInt(voter++)}"}`,
-  });
+  const users = { from: 5000000000000000000n, to: 6000000000000000000n };
+  const build = votesOf(ctx, bots, users.from);
   // Warm-up (JIT, pools, keep-alive connections): one short round of ours, not measured.
   await load({
     url: ctx.ingestUrl,
@@ -345,11 +352,7 @@ export async function webhookMix(ctx: PipelineContext, bots: string[]): Promise<
   });
   const castEnded = Date.now();
   const latencies = [...ctx.receiver.latencies(MIX_PATH)];
-  const { recorded, delivered } = await waitDelivered(
-    ctx,
-    { from: 5000000000000000000n, to: 6000000000000000000n },
-    () => ctx.receiver.received(MIX_PATH),
-  );
+  const { recorded, delivered } = await waitDelivered(ctx, users, () => ctx.receiver.received(MIX_PATH));
   const drainAfterS = Math.round((Date.now() - castEnded) / 100) / 10;
   const result: Omit<WebhookMixResult, "ingestAlone"> = {
     floor: {
@@ -363,20 +366,14 @@ export async function webhookMix(ctx: PipelineContext, bots: string[]): Promise<
       p99: average(ours, "p99"),
       non2xx: ours.reduce((a, o) => a + o.non2xx, 0),
     },
-    ratio: Math.round((average(ours, "rps") / Math.max(1, average(floors, "rps"))) * 100) / 100,
+    ratio: ratioOf(ours, floors),
     roundRatios,
     deliveriesPerSecondWhileCasting: Math.round(rates.reduce((a, r) => a + r, 0) / Math.max(1, rates.length)),
     recorded,
     delivered,
     drainAfterS,
     latencyMs: { p50: median(latencies), p99: percentile(latencies, 99) },
-    cpuMicrosecondsPerVote: {
-      ingest: meanOf(cpus, "ingest"),
-      dispatcher: meanOf(cpus, "dispatcher"),
-      postgres: meanOf(cpus, "postgres"),
-      redis: meanOf(cpus, "redis"),
-      loadGenerator: meanOf(cpus, "loadGenerator"),
-    },
+    cpuMicrosecondsPerVote: meanCpu(cpus),
     gcMicrosecondsPerVote: {
       ingest: gc.ingest === null ? null : Math.round((gc.ingest * 1e6) / Math.max(1, gc.votes)),
       dispatcher: gc.dispatcher === null ? null : Math.round((gc.dispatcher * 1e6) / Math.max(1, gc.votes)),
