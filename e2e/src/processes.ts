@@ -69,6 +69,11 @@ export interface AppProcess {
   stop(): Promise<number | null>;
   /** Resident set size of the process in bytes (Linux /proc). */
   rssBytes(): number;
+  /**
+   * Bytes the process has read so far through read(2) and its kin, sockets included (Linux
+   * /proc/<pid>/io `rchar`): the difference over a request is at least the request bytes it read.
+   */
+  readBytes(): number;
 }
 
 const running = new Set<ChildProcess>();
@@ -134,6 +139,12 @@ export async function startApp(app: AppName, env: Record<string, string>): Promi
       const kb = /VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1];
       if (!kb) throw new Error(`no VmRSS for pid ${child.pid}`);
       return Number(kb) * 1024;
+    },
+    readBytes() {
+      const io = readFileSync(`/proc/${child.pid}/io`, "utf8");
+      const rchar = /^rchar:\s+(\d+)$/m.exec(io)?.[1];
+      if (!rchar) throw new Error(`no rchar for pid ${child.pid}`);
+      return Number(rchar);
     },
   };
   try {
