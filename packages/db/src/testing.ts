@@ -17,6 +17,10 @@ export const TEST_ENV = {
   templateDb: "TEST_TEMPLATE_DB",
   databaseUrl: "TEST_DATABASE_URL",
   redisUrl: "TEST_REDIS_URL",
+  /** Set by `pnpm test:distributed`: the same PostgreSQL through a transaction-pooling PgBouncer. */
+  poolerUrl: "TEST_POOLER_URL",
+  /** Set by `pnpm test:distributed`: `host:port,…` of a Redis Cluster standing in for the shared Redis. */
+  redisClusterNodes: "TEST_REDIS_CLUSTER_NODES",
 } as const;
 
 export function baseDatabaseUrl(): string {
@@ -25,6 +29,26 @@ export function baseDatabaseUrl(): string {
 
 export function testRedisUrl(): string {
   return process.env[TEST_ENV.redisUrl] || process.env.REDIS_URL || DEFAULT_REDIS_URL;
+}
+
+/** The Redis Cluster the apps use instead of testRedisUrl() in a distributed run, or undefined. */
+export function testRedisClusterNodes(): string | undefined {
+  return process.env[TEST_ENV.redisClusterNodes] || undefined;
+}
+
+/**
+ * PostgreSQL itself for a URL of the test databases: in a distributed run (TEST_POOLER_URL) the
+ * apps' DATABASE_URL goes through PgBouncer and this is their DATABASE_DIRECT_URL; otherwise
+ * the URL as it is.
+ */
+export function directUrlOf(url: string): string {
+  const pooler = process.env[TEST_ENV.poolerUrl];
+  if (!pooler) return url;
+  const u = new URL(url);
+  if (u.host !== new URL(pooler).host) return url;
+  const direct = new URL(baseDatabaseUrl());
+  u.host = direct.host;
+  return u.toString();
 }
 
 export function withDatabase(url: string, name: string): string {
@@ -68,10 +92,16 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
       await new Promise((r) => setTimeout(r, 100));
     }
   }
-  const url = withDatabase(baseDatabaseUrl(), name);
+  // In a distributed run the database is reached through PgBouncer, as the apps reach it there.
+  const url = withDatabase(process.env[TEST_ENV.poolerUrl] || baseDatabaseUrl(), name);
   // A connect timeout well above production's 500 ms: a test machine under load must not turn
   // a slow connect into a 500 (the fast-failure tests build their own Db).
-  const db = createDb({ url, poolMax: options.poolMax ?? 5, connectionTimeoutMs: 5_000 });
+  const db = createDb({
+    url,
+    directUrl: directUrlOf(url),
+    poolMax: options.poolMax ?? 5,
+    connectionTimeoutMs: 5_000,
+  });
   return {
     url,
     name,
