@@ -88,4 +88,17 @@ describe("GET /api/v1/openapi.json", () => {
       name: "Authorization",
     });
   });
+
+  it("keeps PUT /commands canonical and documents POST as the discordbotlist.com spelling taking a bare array", async () => {
+    const doc = (await request(app).get("/api/v1/openapi.json")).body;
+    const ops = doc.paths["/api/v1/bots/{id}/commands"];
+    expect(ops.put.requestBody.content["application/json"].schema).toEqual({
+      $ref: "#/components/schemas/CommandsBody",
+    });
+    expect(ops.post.summary).toMatch(/discordbotlist/);
+    expect(ops.post.description).toMatch(/PUT/);
+    const alias = doc.components.schemas.CommandsPostBody;
+    expect(alias.anyOf.map((s: { type?: string }) => s.type)).toEqual(["object", "array"]);
+    expect(alias.anyOf[1].maxItems).toBe(100);
+  });
 });

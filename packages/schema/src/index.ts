@@ -1,4 +1,11 @@
-export { COMMAND_LIMITS, Command, CommandsBody, CommandsResponse, dedupeCommands } from "./commands.js";
+export {
+  COMMAND_LIMITS,
+  Command,
+  CommandsBody,
+  CommandsPostBody,
+  CommandsResponse,
+  dedupeCommands,
+} from "./commands.js";
 export {
   DELIVERY_ATTEMPTS_SHOWN,
   DELIVERY_MESSAGES,

@@ -7,6 +7,7 @@ import {
   BotId,
   COMMAND_LIMITS,
   CommandsBody,
+  CommandsPostBody,
   CommandsResponse,
   componentSchemas,
   DELIVERY_MESSAGES,
@@ -146,6 +147,16 @@ function buildPaths(): JsonObject {
     response: "CommandsResponse",
     errors: [400, 401, 404, 413, 429, 500],
   });
+  const commandsAlias = operation({
+    summary: "Replace the command list (discordbotlist.com client spelling)",
+    description:
+      "The same as `PUT` (canonical): same limits, same answers, and the same rate-limit window, shared with `PUT`. The body is the platform's command array itself (as discordbotlist.com's client `postBotCommands` sends it) or `{commands: [...]}`.",
+    endpoint: "commands",
+    withId: true,
+    body: "CommandsPostBody",
+    response: "CommandsResponse",
+    errors: [400, 401, 404, 413, 429, 500],
+  });
   const stats = (withId: boolean) =>
     operation({
       summary: withId ? "Report the server count" : "Report the server count (bot from the token)",
@@ -205,7 +216,7 @@ function buildPaths(): JsonObject {
     },
   });
   return {
-    "/api/v1/bots/{id}/commands": { put: commands },
+    "/api/v1/bots/{id}/commands": { put: commands, post: commandsAlias },
     "/api/v1/bots/{id}/webhook/deliveries": { get: deliveries },
     "/api/v1/bots/{id}/webhook/deliveries/{deliveryId}/redeliver": { post: redeliver },
     "/api/v1/bots/{id}/stats": { post: stats(true) },
@@ -274,6 +285,7 @@ export function buildOpenApi(): JsonObject {
       },
       schemas: componentSchemas({
         CommandsBody: [CommandsBody, "input"],
+        CommandsPostBody: [CommandsPostBody, "input"],
         CommandsResponse: [CommandsResponse, "output"],
         StatsBody: [StatsBody, "input"],
         StatsResponse: [StatsResponse, "output"],
