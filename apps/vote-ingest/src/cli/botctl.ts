@@ -27,7 +27,7 @@ const COMMANDS: [string, string][] = [
   ],
   ["webhook test <id>", "send one signed webhook.test request now; prints its outcome"],
   ["webhook redeliver <id> <deliveryId>", "five fresh attempts of a delivery, same id and body"],
-  ["webhook enable <id>", "re-enable a webhook disabled as dead"],
+  ["webhook enable <id>", "re-enable a webhook disabled as dead or gone (410)"],
   ["secrets reencrypt", "re-encrypt stored webhook secrets under the current key"],
   ["vote cast <botId> <userId>", "cast a vote as the site does"],
 ];
