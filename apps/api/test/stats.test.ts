@@ -318,7 +318,9 @@ describe("concurrent posts (one statement and one commit per batch)", () => {
         server_count: 2,
       });
       await s.held;
-      const pending = bots.map((b) => s.post(`/api/v1/bots/${b.id}/stats`, b.auth.Authorization, { server_count: 7 }));
+      const pending = bots.map((b) =>
+        s.post(`/api/v1/bots/${b.id}/stats`, b.auth.Authorization, { server_count: 7 }),
+      );
       await waitUntil(async () => {
         const counted = await Promise.all(
           bots.map((b) => h.redis.exists(`${h.prefix}rl:stats:${hashToken(b.auth.Authorization)}`)),

@@ -108,10 +108,7 @@ describe("graceful shutdown", () => {
     );
     await post.inFlight;
     ingest.child.kill("SIGTERM");
-    await waitFor(
-      async () => !(await connects(ingest.base)),
-      "vote-ingest to stop accepting connections",
-    );
+    await waitFor(async () => !(await connects(ingest.base)), "vote-ingest to stop accepting connections");
     post.finish();
     const answer = await post.answer;
     expect(answer.status).toBe(201);
