@@ -169,7 +169,8 @@ export async function startApp(app: AppName, env: Record<string, string>): Promi
         return true;
       },
       `${app} to listen on ${port}`,
-      30_000,
+      // tsx compiles the app on start: seconds on an idle machine, far more beside other suites.
+      90_000,
       100,
     );
   } catch (error) {

@@ -7,77 +7,59 @@
  */
 import { createHmac, randomBytes } from "node:crypto";
 import { createSecretBox } from "@botdir/db";
-import {
-  createTestDatabase,
-  type PrivateRedis,
-  randomUserId,
-  startRedisServer,
-  type TestDatabase,
-} from "@botdir/db/testing";
-import { type AppProcess, freshKeys, startApp, stopAll, waitFor } from "../src/processes.js";
-import { type Receiver, startReceiver } from "../src/receivers.js";
-import { appEnv, attemptsOf, castVote, deliveriesOf, seedWebhookBot } from "../src/stack.js";
+import { randomUserId } from "@botdir/db/testing";
+import { waitFor } from "../src/processes.js";
+import { castVote, deliveriesOf, type Stack, seedWebhookBot, startStack } from "../src/stack.js";
 
-const keys = freshKeys();
-let t: TestDatabase;
-let redis: PrivateRedis;
-let ingest: AppProcess;
-let receiver: Receiver;
-
+let stack: Stack;
 beforeAll(async () => {
-  [t, redis, receiver] = await Promise.all([
-    createTestDatabase(),
-    startRedisServer(),
-    startReceiver((req) => (req.path === "/dead" ? { status: 500 } : { status: 204 })),
-  ]);
-  const env = appEnv(
-    { databaseUrl: t.url, redisUrl: redis.url, keys },
-    {
+  stack = await startStack({
+    privateRedis: true,
+    replicas: { api: 0 },
+    reply: (req) => (req.path === "/dead" ? { status: 500 } : { status: 204 }),
+    env: {
       WEBHOOK_DISABLE_AFTER_MS: "1000",
       WEBHOOK_DISABLE_MIN_DELIVERIES: "2",
       // Five attempts over 2.8 s: the 1 s streak is reached while the deliveries still have attempts.
       WEBHOOK_RETRY_DELAYS_MS: "700,700,700,700",
     },
-  );
-  [ingest] = await Promise.all([startApp("vote-ingest", env), startApp("webhook-dispatcher", env)]);
-}, 60_000);
-
-afterAll(async () => {
-  await stopAll();
-  await redis?.kill();
-  await receiver?.close();
-  await t?.drop();
-});
+  });
+}, 180_000);
+afterAll(() => stack?.stop());
 
 describe("a dead endpoint", () => {
   it("when every attempt to a webhook fails for WEBHOOK_DISABLE_AFTER_MS across enough deliveries, then the dispatcher disables it, ends its pending deliveries failed, and a later vote sends nothing", async () => {
-    const bot = await seedWebhookBot(t.db, keys, receiver.url("/dead"));
+    const bot = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/dead"));
     for (const user of [randomUserId(), randomUserId()]) {
-      expect((await castVote(ingest.base, keys.internalKey, bot.id, user)).status).toBe(201);
+      expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, user)).status).toBe(201);
     }
 
     const disabled = await waitFor(async () => {
-      const row = await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } });
+      const row = await stack.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } });
       return row.webhookDisabledAt ? row : null;
     }, "the webhook to be disabled");
     expect(disabled.webhookDisabledReason).toBe("dead_endpoint");
     const ended = await waitFor(async () => {
-      const rows = await deliveriesOf(t.db, bot.id);
+      const rows = await deliveriesOf(stack.db, bot.id);
       return rows.every((d) => d.state === "failed") ? rows : null;
     }, "both deliveries to end failed");
     // Disabled before the five attempts were used up: the rule ended them, not the retry budget.
     expect(ended.some((d) => d.failureReason === "endpoint_disabled" && d.attemptsMade < 5)).toBe(true);
-    const requestsWhenDisabled = receiver.forPath("/dead").length;
+    const requestsWhenDisabled = stack.receiver.forPath("/dead").length;
     expect(requestsWhenDisabled).toBeGreaterThanOrEqual(3);
 
     // A vote after that creates no delivery (vote-ingest skips a disabled webhook) and sends
     // nothing. Sentinel: a healthy bot's vote cast after it is delivered first.
-    expect((await castVote(ingest.base, keys.internalKey, bot.id, randomUserId())).status).toBe(201);
-    const healthy = await seedWebhookBot(t.db, keys, receiver.url("/alive"));
-    expect((await castVote(ingest.base, keys.internalKey, healthy.id, randomUserId())).status).toBe(201);
-    await waitFor(() => receiver.forPath("/alive").length === 1, "the sentinel delivery");
-    expect(await deliveriesOf(t.db, bot.id)).toHaveLength(2);
-    expect(receiver.forPath("/dead")).toHaveLength(requestsWhenDisabled);
+    expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId())).status).toBe(
+      201,
+    );
+    const healthy = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/alive"));
+    expect(
+      (await castVote(stack.ingest.base, stack.keys.internalKey, healthy.id, randomUserId())).status,
+    ).toBe(201);
+    await waitFor(() => stack.receiver.forPath("/alive").length === 1, "the sentinel delivery");
+    expect(await deliveriesOf(stack.db, bot.id)).toHaveLength(2);
+    expect(stack.receiver.forPath("/dead")).toHaveLength(requestsWhenDisabled);
   });
 });
 
@@ -85,18 +67,20 @@ describe("a secret rotation", () => {
   it("when a bot's secret was rotated and the previous one is still in its overlap, then the dispatcher's delivery carries a Standard Webhooks signature under each secret, and only the new secret signs X-Webhook-Signature-256", async () => {
     const current = `whsec_${randomBytes(24).toString("base64")}`;
     const previous = `whsec_${randomBytes(24).toString("base64")}`;
-    const bot = await seedWebhookBot(t.db, keys, receiver.url("/rotating"), current);
-    await t.db.prisma.bot.update({
+    const bot = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/rotating"), current);
+    await stack.db.prisma.bot.update({
       where: { id: bot.id },
       data: {
-        webhookPreviousSecretEncrypted: createSecretBox(keys.encryptionKey).encrypt(previous),
+        webhookPreviousSecretEncrypted: createSecretBox(stack.keys.encryptionKey).encrypt(previous),
         webhookPreviousSecretUntil: new Date(Date.now() + 3_600_000),
       },
     });
 
-    expect((await castVote(ingest.base, keys.internalKey, bot.id, randomUserId())).status).toBe(201);
+    expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId())).status).toBe(
+      201,
+    );
     const [request] = await waitFor(() => {
-      const got = receiver.forPath("/rotating");
+      const got = stack.receiver.forPath("/rotating");
       return got.length === 1 ? got : null;
     }, "the delivery");
 
@@ -119,18 +103,20 @@ describe("a secret rotation", () => {
   it("when the previous secret's overlap has ended, then the delivery is signed with the new secret only", async () => {
     const current = `whsec_${randomBytes(24).toString("base64")}`;
     const previous = `whsec_${randomBytes(24).toString("base64")}`;
-    const bot = await seedWebhookBot(t.db, keys, receiver.url("/rotated"), current);
-    await t.db.prisma.bot.update({
+    const bot = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/rotated"), current);
+    await stack.db.prisma.bot.update({
       where: { id: bot.id },
       data: {
-        webhookPreviousSecretEncrypted: createSecretBox(keys.encryptionKey).encrypt(previous),
+        webhookPreviousSecretEncrypted: createSecretBox(stack.keys.encryptionKey).encrypt(previous),
         webhookPreviousSecretUntil: new Date(Date.now() - 1_000),
       },
     });
 
-    expect((await castVote(ingest.base, keys.internalKey, bot.id, randomUserId())).status).toBe(201);
+    expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId())).status).toBe(
+      201,
+    );
     const [request] = await waitFor(() => {
-      const got = receiver.forPath("/rotated");
+      const got = stack.receiver.forPath("/rotated");
       return got.length === 1 ? got : null;
     }, "the delivery");
     expect(String(request!.headers["webhook-signature"]).split(" ")).toHaveLength(1);

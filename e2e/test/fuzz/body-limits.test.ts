@@ -58,7 +58,7 @@ afterAll(async () => {
 
 const DEPTH = 100_000;
 const deepArray = (depth = DEPTH) => "[".repeat(depth) + "]".repeat(depth);
-const deepObject = () => '{"a":'.repeat(DEPTH) + "1" + "}".repeat(DEPTH);
+const deepObject = () => `${'{"a":'.repeat(DEPTH)}1${"}".repeat(DEPTH)}`;
 
 /** Each endpoint with a body, its server, its credential, and a body that wraps a nested value. */
 function endpoints() {
