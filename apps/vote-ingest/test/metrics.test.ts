@@ -10,11 +10,10 @@ import {
 import { ManualClock } from "@botdir/service-kit";
 import type { Redis } from "ioredis";
 import request from "supertest";
-import { createApp } from "../src/app.js";
 import { createIngestMetrics, type IngestMetrics } from "../src/metrics.js";
 import type { DeliveryQueue } from "../src/outbox/queue.js";
 import { createOutboxRelay } from "../src/outbox/relay.js";
-import { fastRedis, INTERNAL_KEY, setWebhook, silent, testQueue } from "./support/votes.js";
+import { fastRedis, INTERNAL_KEY, ingestApp, setWebhook, silent, testQueue } from "./support/votes.js";
 
 let t: TestDatabase;
 let redis: Redis;
@@ -34,15 +33,7 @@ afterAll(async () => {
 });
 
 function build(clock: ManualClock, metrics: IngestMetrics) {
-  return createApp({
-    db: t.db,
-    redis,
-    clock,
-    logger: silent,
-    internalApiKey: INTERNAL_KEY,
-    deliveryQueue: queue,
-    metrics,
-  });
+  return ingestApp({ db: t.db, redis, clock, deliveryQueue: queue, metrics });
 }
 
 async function scrape(app: ReturnType<typeof build>) {

@@ -1,7 +1,8 @@
 /** Shared arrangement of the vote and outbox tests: an app on a test database and a test queue. */
 import type { Db } from "@botdir/db";
 import { testRedisPrefix } from "@botdir/db/testing";
-import type { Clock, Logger } from "@botdir/service-kit";
+import { type Logger, ManualClock, type RedisClient } from "@botdir/service-kit";
+import type { Express } from "express";
 import { Redis } from "ioredis";
 import { createApp } from "../../src/app.js";
 import type { IngestDeps } from "../../src/deps.js";
@@ -43,13 +44,20 @@ export function testQueue(db: Db, redis: Redis, logger: Logger = silent): Delive
   return createDeliveryQueue({ db, redis, prefix: `${testRedisPrefix()}bull`, logger });
 }
 
-export function ingestApp(
-  deps: { db: Db; redis: Redis; clock: Clock; deliveryQueue?: DeliveryQueue } & Pick<
-    IngestDeps,
-    "metrics" | "batching"
-  >,
-) {
-  return createApp({ ...deps, logger: silent, internalApiKey: INTERNAL_KEY });
+/**
+ * vote-ingest's app as every test builds it: the test's database and Redis, and every other
+ * dependency named here (a manual clock, the silent logger, INTERNAL_KEY, private targets refused,
+ * no DNS, no queue, no secret box), each replaced by what the test passes.
+ */
+export function ingestApp(deps: { db: Db; redis: RedisClient } & Partial<IngestDeps>): Express {
+  return createApp({
+    clock: new ManualClock(),
+    logger: silent,
+    internalApiKey: INTERNAL_KEY,
+    allowPrivateTargets: false,
+    webhookResolver: null,
+    ...deps,
+  });
 }
 
 export async function setWebhook(db: Db, botId: string, url = "http://127.0.0.1:9/hook"): Promise<void> {
