@@ -14,6 +14,7 @@ import {
   testRedisUrl,
 } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
+import { silentLogger } from "@botdir/service-kit/testing";
 import type { Express } from "express";
 import { Redis } from "ioredis";
 import request from "supertest";
@@ -21,7 +22,6 @@ import { createApp as createApiApp } from "../../apps/api/src/app.js";
 import { createApp as createIngestApp } from "../../apps/vote-ingest/src/app.js";
 
 const KEY = randomBytes(24).toString("base64url");
-const silent = { info() {}, warn() {}, error() {} };
 let t: TestDatabase;
 let redis: Redis;
 let api: RequestListener;
@@ -31,12 +31,12 @@ beforeAll(async () => {
   t = await createTestDatabase();
   redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: 1 });
   const clock = new ManualClock(new Date("2026-11-21T05:00:00.000Z"));
-  api = createApiApp({ db: t.db, redis, clock, logger: silent, redisPrefix: testRedisPrefix() });
+  api = createApiApp({ db: t.db, redis, clock, logger: silentLogger, redisPrefix: testRedisPrefix() });
   ingest = createIngestApp({
     db: t.db,
     redis,
     clock,
-    logger: silent,
+    logger: silentLogger,
     internalApiKey: KEY,
     secretBox: createSecretBox(randomBytes(32)),
     webhookResolver: null,

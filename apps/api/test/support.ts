@@ -2,6 +2,7 @@
 
 import { createTestDatabase, type TestDatabase, testRedisPrefix, testRedisUrl } from "@botdir/db/testing";
 import { type Logger, ManualClock } from "@botdir/service-kit";
+import { connectRedis } from "@botdir/service-kit/testing";
 import { Redis } from "ioredis";
 import { type ApiApp, createApp } from "../src/app.js";
 import type { ApiDeps } from "../src/deps.js";
@@ -28,11 +29,9 @@ export class CapturingLogger implements Logger {
   }
 }
 
-export async function connectRedis(url = testRedisUrl()): Promise<Redis> {
-  const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  redis.on("error", () => {});
-  if (redis.status !== "ready") await new Promise((resolve) => redis.once("ready", resolve));
-  return redis;
+/** A fail-fast connection to the test Redis (as the app's limiter uses), ready for commands. */
+export function failFastRedis(url = testRedisUrl()): Promise<Redis> {
+  return connectRedis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
 }
 
 /** A client of a port nothing listens on: every command fails at once, like a stopped Redis. */
@@ -60,7 +59,7 @@ export interface Harness {
 
 export async function createHarness(): Promise<Harness> {
   const t = await createTestDatabase();
-  const redis = await connectRedis();
+  const redis = await failFastRedis();
   const prefix = testRedisPrefix();
   const clock = new ManualClock("2026-11-21T12:00:00.000Z");
   const logger = new CapturingLogger();

@@ -3,7 +3,6 @@ import { Redis } from "ioredis";
 import request from "supertest";
 import { ingestApp } from "./support/votes.js";
 
-const _silent = { info() {}, warn() {}, error() {} };
 let t: TestDatabase;
 let redis: Redis;
 

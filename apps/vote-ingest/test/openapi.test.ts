@@ -18,7 +18,6 @@ import { seedDeliveries } from "./support/attempts.js";
 import { ingestApp } from "./support/votes.js";
 
 const KEY = `internal-${randomBytes(16).toString("hex")}`;
-const _silent = { info() {}, warn() {}, error() {} };
 const clock = new ManualClock(new Date("2026-11-21T05:00:00.000Z"));
 
 let t: TestDatabase;

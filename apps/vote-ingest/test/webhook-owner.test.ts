@@ -23,7 +23,6 @@ import { ingestApp } from "./support/votes.js";
 const KEY = `internal-${randomBytes(16).toString("hex")}`;
 const keyHex = randomBytes(32).toString("hex");
 const box = createSecretBox(Buffer.from(keyHex, "hex"));
-const _silent = { info() {}, warn() {}, error() {} };
 const resolver: Resolver = async (host) => {
   if (host === "metadata.example.com") return ["169.254.169.254"];
   throw Object.assign(new Error("not found"), { code: "ENOTFOUND" });

@@ -6,6 +6,7 @@
 import type { Db } from "@botdir/db";
 import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
+import { waitFor } from "@botdir/service-kit/testing";
 import { type ClaimResult, createDeliveryStore } from "../src/deliveries.js";
 import {
   attemptRows,
@@ -17,7 +18,6 @@ import {
   LEASE_MS,
   ok,
   seedDelivery,
-  waitFor,
 } from "./support.js";
 
 let t: TestDatabase;

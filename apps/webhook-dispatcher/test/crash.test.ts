@@ -4,7 +4,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { testRedisUrl } from "@botdir/db/testing";
-import { type DispatcherHarness, encryptionKey, startDispatcherHarness, waitFor } from "./support.js";
+import { waitFor } from "@botdir/service-kit/testing";
+import { type DispatcherHarness, encryptionKey, startDispatcherHarness } from "./support.js";
 
 const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url));
 const APP_DIR = fileURLToPath(new URL("..", import.meta.url));

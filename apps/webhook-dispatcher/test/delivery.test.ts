@@ -1,9 +1,10 @@
 import { createHmac } from "node:crypto";
 import { seedBot } from "@botdir/db/testing";
 import { QUEUES, WEBHOOK_USER_AGENT } from "@botdir/schema";
+import { waitFor } from "@botdir/service-kit/testing";
 import { QueueEvents } from "bullmq";
 import { EARLY_SLACK_MS } from "../src/deliver.handler.js";
-import { type DispatcherHarness, startDispatcherHarness, waitFor, workerRedis } from "./support.js";
+import { type DispatcherHarness, startDispatcherHarness, workerRedis } from "./support.js";
 
 let h: DispatcherHarness;
 beforeAll(async () => {

@@ -6,6 +6,7 @@ import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createTestDatabase, seedBot, type TestDatabase, testRedisPrefix } from "@botdir/db/testing";
 import { systemClock } from "@botdir/service-kit";
+import { silentLogger, waitFor } from "@botdir/service-kit/testing";
 import { createDispatcherMetrics, type DispatcherMetrics } from "../src/metrics.js";
 import { createDispatcherWorker, type DispatcherConfig } from "../src/worker.js";
 import {
@@ -16,9 +17,7 @@ import {
   openQueue,
   secretBox,
   seedDelivery,
-  silentLogger,
   testConfig,
-  waitFor,
   waitForState,
   workerRedis,
 } from "./support.js";

@@ -2,6 +2,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createTestDatabase, seedBot, type TestDatabase, testRedisPrefix } from "@botdir/db/testing";
+import { waitFor } from "@botdir/service-kit/testing";
 import request from "supertest";
 import { createReceiver, type Vote } from "../examples/receiver.js";
 import {
@@ -13,7 +14,6 @@ import {
   seedDelivery,
   startWorker,
   testConfig,
-  waitFor,
   waitForState,
 } from "./support.js";
 

@@ -6,7 +6,8 @@
  */
 import { redeliver } from "@botdir/db";
 import { seedBot } from "@botdir/db/testing";
-import { type DispatcherHarness, type Receiver, startDispatcherHarness, waitFor } from "./support.js";
+import { waitFor } from "@botdir/service-kit/testing";
+import { type DispatcherHarness, type Receiver, startDispatcherHarness } from "./support.js";
 
 let h: DispatcherHarness;
 let receiver: Receiver;

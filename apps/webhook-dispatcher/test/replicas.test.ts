@@ -1,5 +1,6 @@
 import { seedBot } from "@botdir/db/testing";
-import { type DispatcherHarness, type Receiver, startDispatcherHarness, waitFor } from "./support.js";
+import { waitFor } from "@botdir/service-kit/testing";
+import { type DispatcherHarness, type Receiver, startDispatcherHarness } from "./support.js";
 
 const N = 24;
 let h: DispatcherHarness;

@@ -14,13 +14,12 @@ import {
 } from "@botdir/db/testing";
 import { deliveryJobData, deliveryJobOptions, type JOBS, QUEUES } from "@botdir/schema";
 import { type Logger, type ManualClock, systemClock } from "@botdir/service-kit";
+import { silentLogger, waitFor } from "@botdir/service-kit/testing";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import type { ClaimOptions } from "../src/deliveries.js";
 import type { AttemptOutcome } from "../src/http-client.js";
 import { createDispatcherWorker, type DispatcherConfig, type DispatcherWorker } from "../src/worker.js";
-
-export const silentLogger: Logger = { info() {}, warn() {}, error() {} };
 
 export const encryptionKey = randomBytes(32);
 export const secretBox: SecretBox = createSecretBox(encryptionKey);
@@ -143,20 +142,6 @@ export async function deliveryRow(db: Db, id: string) {
 
 export async function attemptRows(db: Db, deliveryId: string) {
   return db.prisma.attempt.findMany({ where: { deliveryId }, orderBy: { attemptNumber: "asc" } });
-}
-
-export async function waitFor<T>(
-  probe: () => Promise<T | undefined | null | false>,
-  what: string,
-  timeoutMs = 15_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 export async function waitForState(db: Db, id: string, state: "delivered" | "failed", timeoutMs?: number) {

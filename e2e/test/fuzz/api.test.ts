@@ -14,8 +14,9 @@ import {
   testRedisUrl,
 } from "@botdir/db/testing";
 import { systemClock } from "@botdir/service-kit";
+import { connectRedis } from "@botdir/service-kit/testing";
 import fc from "fast-check";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { createApp } from "../../../apps/api/src/app.js";
 import {
   authorization,
@@ -45,9 +46,7 @@ const { logger } = watchServedApp("/api/health", () => served.port);
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  redis = new Redis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  redis.on("error", () => {});
-  await new Promise((resolve) => redis.once("ready", resolve));
+  redis = await connectRedis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
   const a = await seedBot(t.db, { serverCount: 5 });
   const b = await seedBot(t.db);
   own = { id: a.id, token: a.token ?? "" };

@@ -12,14 +12,14 @@ import {
   testRedisPrefix,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { type Logger, systemClock } from "@botdir/service-kit";
-import { Redis } from "ioredis";
+import { systemClock } from "@botdir/service-kit";
+import { connectRedis, silentLogger } from "@botdir/service-kit/testing";
+import type { Redis } from "ioredis";
 import { createApp as createApi } from "../../../apps/api/src/app.js";
 import { createApp as createIngest } from "../../../apps/vote-ingest/src/app.js";
 import { checkAnswer, destroyAgent, type RawRequest, type Served, send, serve } from "../../src/fuzz.js";
 
 const KEY = `ik_${randomBytes(16).toString("hex")}`;
-const silent: Logger = { info() {}, warn() {}, error() {} };
 let t: TestDatabase;
 let redis: Redis;
 let api: Served;
@@ -28,19 +28,18 @@ let bot: { id: string; token: string };
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  redis = new Redis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  redis.on("error", () => {});
+  redis = await connectRedis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
   const seeded = await seedBot(t.db);
   bot = { id: seeded.id, token: seeded.token ?? "" };
   api = await serve(
-    createApi({ db: t.db, redis, clock: systemClock, logger: silent, redisPrefix: testRedisPrefix() }),
+    createApi({ db: t.db, redis, clock: systemClock, logger: silentLogger, redisPrefix: testRedisPrefix() }),
   );
   ingest = await serve(
     createIngest({
       db: t.db,
       redis,
       clock: systemClock,
-      logger: silent,
+      logger: silentLogger,
       internalApiKey: KEY,
       secretBox: createSecretBox(randomBytes(32)),
       webhookResolver: null,

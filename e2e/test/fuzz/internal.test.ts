@@ -14,8 +14,9 @@ import {
   testRedisUrl,
 } from "@botdir/db/testing";
 import { systemClock } from "@botdir/service-kit";
+import { connectRedis } from "@botdir/service-kit/testing";
 import fc from "fast-check";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { createApp } from "../../../apps/vote-ingest/src/app.js";
 import {
   body,
@@ -48,8 +49,7 @@ const { logger } = watchServedApp("/health", () => served.port);
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  redis = new Redis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  redis.on("error", () => {});
+  redis = await connectRedis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
   await seedBot(t.db, { id: APPROVED });
   await seedBot(t.db, { id: PENDING, status: "pending" });
   // No delivery queue (deliveries wait for a relay that does not run here) and no DNS: a webhook

@@ -2,8 +2,8 @@ import net from "node:net";
 import { z } from "zod";
 import { checkHttpTimeouts, EnvFields, httpTimeoutsOf, parseEnv } from "./env.js";
 import { DEFAULT_HTTP_TIMEOUTS, type Service, serve } from "./serve.js";
+import { silentLogger } from "./testing.js";
 
-const silent = { info() {}, warn() {}, error() {} };
 let service: Service;
 let base: string;
 let postgresUp = true;
@@ -11,7 +11,7 @@ let checks = 0;
 
 beforeAll(async () => {
   service = await serve({
-    logger: silent,
+    logger: silentLogger,
     app: (_req, res) => {
       res.setHeader("Content-Type", "text/plain");
       res.end("app");
