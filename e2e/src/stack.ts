@@ -112,6 +112,12 @@ export interface Stack {
   api: AppProcess;
   ingest: AppProcess;
   dispatcher: AppProcess;
+  /** An approved bot with a token and a webhook at `url` (seedWebhookBot on the stack's keys). */
+  webhookBot(url: string, secret?: string): ReturnType<typeof seedWebhookBot>;
+  /** A vote cast on the stack's first vote-ingest with its internal key. */
+  vote(botId: string, userId: string): ReturnType<typeof castVote>;
+  deliveries(botId: string): ReturnType<typeof deliveriesOf>;
+  attempts(deliveryId: string): ReturnType<typeof attemptsOf>;
   /** Starts one more process of `app` with the stack's environment (plus `extra`). */
   start(app: AppName, extra?: Record<string, string>): Promise<AppProcess>;
   /** Kills every process, then the receiver, the private Redis and the database. */
@@ -180,6 +186,10 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     get dispatcher() {
       return first("webhook-dispatcher");
     },
+    webhookBot: (url, secret) => seedWebhookBot(t.db, keys, url, secret),
+    vote: (botId, userId) => castVote(first("vote-ingest").base, keys.internalKey, botId, userId),
+    deliveries: (botId) => deliveriesOf(t.db, botId),
+    attempts: (deliveryId) => attemptsOf(t.db, deliveryId),
     start,
     stop,
   };

@@ -7,7 +7,7 @@
  */
 import { randomUserId } from "@botdir/db/testing";
 import { call, waitFor } from "../src/processes.js";
-import { castVote, deliveriesOf, type Stack, seedWebhookBot, startStack } from "../src/stack.js";
+import { type Stack, startStack } from "../src/stack.js";
 
 /** The receiver answers 500 until a test makes it healthy. */
 let healthy = false;
@@ -21,16 +21,14 @@ beforeAll(async () => {
 afterAll(() => stack?.stop());
 
 async function stateOf(botId: string) {
-  const [delivery] = await deliveriesOf(stack.db, botId);
+  const [delivery] = await stack.deliveries(botId);
   return delivery;
 }
 
 describe("redelivery with real processes", () => {
   it("when the owner redelivers a failed delivery, then the receiver gets the same id and bytes, and the log shows both series", async () => {
-    const bot = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/owner"));
-    expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId())).status).toBe(
-      201,
-    );
+    const bot = await stack.webhookBot(stack.receiver.url("/owner"));
+    expect((await stack.vote(bot.id, randomUserId())).status).toBe(201);
     const failed = await waitFor(
       async () => ((await stateOf(bot.id))?.state === "failed" ? stateOf(bot.id) : null),
       "the delivery to fail",
@@ -73,10 +71,8 @@ describe("redelivery with real processes", () => {
   }, 90_000);
 
   it("when an attempt is in flight (the delivery is pending), then both the owner and the operator get 409", async () => {
-    const bot = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/hang"));
-    expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId())).status).toBe(
-      201,
-    );
+    const bot = await stack.webhookBot(stack.receiver.url("/hang"));
+    expect((await stack.vote(bot.id, randomUserId())).status).toBe(201);
     // The receiver holds the request: the attempt is in flight until the 2 s timeout.
     await waitFor(async () => stack.receiver.forPath("/hang").length > 0, "the first attempt", 10_000);
     const delivery = await stateOf(bot.id);

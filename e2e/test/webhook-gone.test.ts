@@ -6,7 +6,7 @@
  */
 import { randomUserId } from "@botdir/db/testing";
 import { call, waitFor } from "../src/processes.js";
-import { attemptsOf, castVote, deliveriesOf, type Stack, seedWebhookBot, startStack } from "../src/stack.js";
+import { type Stack, startStack } from "../src/stack.js";
 
 /** The receiver answers 410 until the owner has fixed it. */
 let status = 410;
@@ -29,17 +29,15 @@ const listing = async (botId: string) =>
 
 describe("a receiver that answers 410 Gone", () => {
   it("when the receiver answers 410, then the webhook is disabled after exactly one attempt, later votes reach it no more, and enabling it works", async () => {
-    const bot = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/gone"));
-    expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId())).status).toBe(
-      201,
-    );
+    const bot = await stack.webhookBot(stack.receiver.url("/gone"));
+    expect((await stack.vote(bot.id, randomUserId())).status).toBe(201);
 
     const [first] = await waitFor(async () => {
-      const rows = await deliveriesOf(stack.db, bot.id);
+      const rows = await stack.deliveries(bot.id);
       return rows[0]?.state === "failed" ? rows : null;
     }, "the delivery answered 410 to end failed");
     expect(first!.failureReason).toBe("endpoint_disabled");
-    expect(await attemptsOf(stack.db, first!.id)).toEqual([
+    expect(await stack.attempts(first!.id)).toEqual([
       expect.objectContaining({ attemptNumber: 1, statusCode: 410 }),
     ]);
     expect(stack.receiver.forPath("/gone")).toHaveLength(1);
@@ -51,19 +49,15 @@ describe("a receiver that answers 410 Gone", () => {
     // A later vote of the disabled webhook gets no delivery at all. The sentinel, a webhook answering
     // 500 cast after it, shows the dispatcher retrying meanwhile (three attempts, 100 ms apart):
     // had the first delivery been left to retry, its attempts would have come in that time too.
-    expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId())).status).toBe(
-      201,
-    );
-    const sentinel = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/sentinel"));
-    expect(
-      (await castVote(stack.ingest.base, stack.keys.internalKey, sentinel.id, randomUserId())).status,
-    ).toBe(201);
+    expect((await stack.vote(bot.id, randomUserId())).status).toBe(201);
+    const sentinel = await stack.webhookBot(stack.receiver.url("/sentinel"));
+    expect((await stack.vote(sentinel.id, randomUserId())).status).toBe(201);
     await waitFor(async () => {
-      const [delivery] = await deliveriesOf(stack.db, sentinel.id);
-      return delivery !== undefined && (await attemptsOf(stack.db, delivery.id)).length >= 3;
+      const [delivery] = await stack.deliveries(sentinel.id);
+      return delivery !== undefined && (await stack.attempts(delivery.id)).length >= 3;
     }, "the sentinel delivery's third attempt");
-    expect(await deliveriesOf(stack.db, bot.id)).toHaveLength(1);
-    expect(await attemptsOf(stack.db, first!.id)).toHaveLength(1);
+    expect(await stack.deliveries(bot.id)).toHaveLength(1);
+    expect(await stack.attempts(first!.id)).toHaveLength(1);
     expect(stack.receiver.forPath("/gone")).toHaveLength(1);
 
     // The owner fixes the receiver and re-enables the webhook (what `botctl webhook enable` calls).
@@ -74,11 +68,9 @@ describe("a receiver that answers 410 Gone", () => {
     });
     expect(enabled.status).toBe(200);
     expect(await listing(bot.id)).toMatchObject({ webhook_state: "active", webhook_disabled_reason: null });
-    expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId())).status).toBe(
-      201,
-    );
+    expect((await stack.vote(bot.id, randomUserId())).status).toBe(201);
     await waitFor(async () => {
-      const rows = await deliveriesOf(stack.db, bot.id);
+      const rows = await stack.deliveries(bot.id);
       return rows.length === 2 && rows[1]?.state === "delivered";
     }, "the vote after re-enabling to be delivered");
     expect(stack.receiver.forPath("/gone")).toHaveLength(2);

@@ -9,7 +9,7 @@ import { createHmac, randomBytes } from "node:crypto";
 import { createSecretBox } from "@botdir/db";
 import { randomUserId } from "@botdir/db/testing";
 import { waitFor } from "../src/processes.js";
-import { castVote, deliveriesOf, type Stack, seedWebhookBot, startStack } from "../src/stack.js";
+import { type Stack, startStack } from "../src/stack.js";
 
 let stack: Stack;
 beforeAll(async () => {
@@ -29,9 +29,9 @@ afterAll(() => stack?.stop());
 
 describe("a dead endpoint", () => {
   it("when every attempt to a webhook fails for WEBHOOK_DISABLE_AFTER_MS across enough deliveries, then the dispatcher disables it, ends its pending deliveries failed, and a later vote sends nothing", async () => {
-    const bot = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/dead"));
+    const bot = await stack.webhookBot(stack.receiver.url("/dead"));
     for (const user of [randomUserId(), randomUserId()]) {
-      expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, user)).status).toBe(201);
+      expect((await stack.vote(bot.id, user)).status).toBe(201);
     }
 
     const disabled = await waitFor(async () => {
@@ -40,7 +40,7 @@ describe("a dead endpoint", () => {
     }, "the webhook to be disabled");
     expect(disabled.webhookDisabledReason).toBe("dead_endpoint");
     const ended = await waitFor(async () => {
-      const rows = await deliveriesOf(stack.db, bot.id);
+      const rows = await stack.deliveries(bot.id);
       return rows.every((d) => d.state === "failed") ? rows : null;
     }, "both deliveries to end failed");
     // Disabled before the five attempts were used up: the rule ended them, not the retry budget.
@@ -50,15 +50,11 @@ describe("a dead endpoint", () => {
 
     // A vote after that creates no delivery (vote-ingest skips a disabled webhook) and sends
     // nothing. Sentinel: a healthy bot's vote cast after it is delivered first.
-    expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId())).status).toBe(
-      201,
-    );
-    const healthy = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/alive"));
-    expect(
-      (await castVote(stack.ingest.base, stack.keys.internalKey, healthy.id, randomUserId())).status,
-    ).toBe(201);
+    expect((await stack.vote(bot.id, randomUserId())).status).toBe(201);
+    const healthy = await stack.webhookBot(stack.receiver.url("/alive"));
+    expect((await stack.vote(healthy.id, randomUserId())).status).toBe(201);
     await waitFor(() => stack.receiver.forPath("/alive").length === 1, "the sentinel delivery");
-    expect(await deliveriesOf(stack.db, bot.id)).toHaveLength(2);
+    expect(await stack.deliveries(bot.id)).toHaveLength(2);
     expect(stack.receiver.forPath("/dead")).toHaveLength(requestsWhenDisabled);
   });
 });
@@ -67,7 +63,7 @@ describe("a secret rotation", () => {
   it("when a bot's secret was rotated and the previous one is still in its overlap, then the dispatcher's delivery carries a Standard Webhooks signature under each secret, and only the new secret signs X-Webhook-Signature-256", async () => {
     const current = `whsec_${randomBytes(24).toString("base64")}`;
     const previous = `whsec_${randomBytes(24).toString("base64")}`;
-    const bot = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/rotating"), current);
+    const bot = await stack.webhookBot(stack.receiver.url("/rotating"), current);
     await stack.db.prisma.bot.update({
       where: { id: bot.id },
       data: {
@@ -76,9 +72,7 @@ describe("a secret rotation", () => {
       },
     });
 
-    expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId())).status).toBe(
-      201,
-    );
+    expect((await stack.vote(bot.id, randomUserId())).status).toBe(201);
     const [request] = await waitFor(() => {
       const got = stack.receiver.forPath("/rotating");
       return got.length === 1 ? got : null;
@@ -103,7 +97,7 @@ describe("a secret rotation", () => {
   it("when the previous secret's overlap has ended, then the delivery is signed with the new secret only", async () => {
     const current = `whsec_${randomBytes(24).toString("base64")}`;
     const previous = `whsec_${randomBytes(24).toString("base64")}`;
-    const bot = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/rotated"), current);
+    const bot = await stack.webhookBot(stack.receiver.url("/rotated"), current);
     await stack.db.prisma.bot.update({
       where: { id: bot.id },
       data: {
@@ -112,9 +106,7 @@ describe("a secret rotation", () => {
       },
     });
 
-    expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId())).status).toBe(
-      201,
-    );
+    expect((await stack.vote(bot.id, randomUserId())).status).toBe(201);
     const [request] = await waitFor(() => {
       const got = stack.receiver.forPath("/rotated");
       return got.length === 1 ? got : null;

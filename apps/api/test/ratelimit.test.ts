@@ -5,17 +5,9 @@ import { randomBotId, seedBot, startRedisServer } from "@botdir/db/testing";
 import { redisReady } from "@botdir/service-kit/testing";
 import { Redis } from "ioredis";
 import request from "supertest";
-import { cmd, createHarness, deadRedis, failFastRedis, type Harness, USER } from "./support.js";
+import { cmd, deadRedis, failFastRedis, USER, useHarness } from "./support.js";
 
-let h: Harness;
-
-beforeAll(async () => {
-  h = await createHarness();
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h } = useHarness();
 
 async function newBot() {
   const bot = await seedBot(h.t.db);

@@ -9,17 +9,9 @@ import { createServer, type Server } from "node:http";
 import { connect } from "node:net";
 import { seedBot, watchQueries } from "@botdir/db/testing";
 import request from "supertest";
-import { cmd, createHarness, type Harness, USER } from "./support.js";
+import { cmd, USER, useHarness } from "./support.js";
 
-let h: Harness;
-
-beforeAll(async () => {
-  h = await createHarness();
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h } = useHarness();
 
 const randomToken = () => randomBytes(32).toString("base64url");
 const keysOf = (prefix: string) => h.redis.keys(`${prefix}*`);

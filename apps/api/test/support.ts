@@ -1,3 +1,4 @@
+import type { RequestListener } from "node:http";
 /** Shared fixtures of the API tests: real PostgreSQL and Redis, one database and key prefix per file. */
 
 import { createTestDatabase, type TestDatabase, testRedisPrefix, testRedisUrl } from "@botdir/db/testing";
@@ -88,6 +89,49 @@ export async function createHarness(): Promise<Harness> {
       await t.drop();
     },
   };
+}
+
+/**
+ * This test file's harness: created before its tests (beforeAll) and closed after them (afterAll).
+ * `h` reads the harness inside tests; `app` is the app with `appOverrides`, built on first use.
+ */
+export function useHarness(appOverrides: Partial<ApiDeps> = {}): { h: Harness; app: RequestListener } {
+  let created: Harness | undefined;
+  beforeAll(async () => {
+    created = await createHarness();
+  });
+  afterAll(async () => {
+    await created?.close();
+  });
+  const get = (): Harness => {
+    if (!created) throw new Error("the harness is read outside a test");
+    return created;
+  };
+  const h: Harness = {
+    get t() {
+      return get().t;
+    },
+    get redis() {
+      return get().redis;
+    },
+    get prefix() {
+      return get().prefix;
+    },
+    get clock() {
+      return get().clock;
+    },
+    get logger() {
+      return get().logger;
+    },
+    app: (overrides) => get().app(overrides),
+    close: () => get().close(),
+  };
+  let built: ApiApp | undefined;
+  const app: RequestListener = (req, res) => {
+    built ??= get().app(appOverrides);
+    built(req, res);
+  };
+  return { h, app };
 }
 
 /** Appends a vote to the log and sets the user's window, as vote-ingest does. */

@@ -5,14 +5,7 @@
  */
 import { randomUserId } from "@botdir/db/testing";
 import { type AppProcess, waitFor } from "../../src/processes.js";
-import {
-  attemptsOf,
-  castVote,
-  deliveriesOf,
-  type Stack,
-  seedWebhookBot,
-  startStack,
-} from "../../src/stack.js";
+import { type Stack, startStack } from "../../src/stack.js";
 
 let stack: Stack;
 beforeAll(async () => {
@@ -42,13 +35,13 @@ afterEach(async () => {
  * then SIGKILLs the replica that sent it; returns the other one, if any.
  */
 async function castAndKillMidAttempt(path: string, options: { twoReplicas: boolean }) {
-  const bot = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url(path));
+  const bot = await stack.webhookBot(stack.receiver.url(path));
   // Both replicas run before the vote: no start-up has to fit inside the hanging attempt's timeout
   // (3 s; the kill follows the request within milliseconds).
   const replicas = await Promise.all(
     Array.from({ length: options.twoReplicas ? 2 : 1 }, () => startDispatcher()),
   );
-  const cast = await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId());
+  const cast = await stack.vote(bot.id, randomUserId());
   expect(cast.status).toBe(201);
   await waitFor(
     () => stack.receiver.forPath(path).length === 1,
@@ -65,14 +58,14 @@ async function castAndKillMidAttempt(path: string, options: { twoReplicas: boole
 async function expectCompletedOnce(botId: string, path: string) {
   const [delivery] = await waitFor(
     async () => {
-      const rows = await deliveriesOf(stack.db, botId);
+      const rows = await stack.deliveries(botId);
       return rows.length === 1 && rows[0]!.state === "delivered" ? rows : null;
     },
     "the delivery to be delivered",
     30_000,
     100,
   );
-  const attempts = await attemptsOf(stack.db, delivery!.id);
+  const attempts = await stack.attempts(delivery!.id);
   expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([
     [1, null, "interrupted"],
     [2, 204, null],

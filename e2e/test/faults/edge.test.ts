@@ -8,7 +8,7 @@ import { connect } from "node:net";
 import { randomUserId } from "@botdir/db/testing";
 import { Redis } from "ioredis";
 import { call, waitFor } from "../../src/processes.js";
-import { castVote, type Stack, seedWebhookBot, startStack } from "../../src/stack.js";
+import { type Stack, startStack } from "../../src/stack.js";
 
 let stack: Stack;
 beforeAll(async () => {
@@ -37,7 +37,7 @@ async function apiKeys(): Promise<string[]> {
 
 describe("refusals cost nothing", () => {
   it("when 1,000 random tokens hit the API, then all get 401 and not one Redis key is created", async () => {
-    const bot = await seedWebhookBot(stack.db, stack.keys, "http://127.0.0.1:9/hook");
+    const bot = await stack.webhookBot("http://127.0.0.1:9/hook");
     expect(await apiKeys()).toEqual([]);
     const paths = [
       { method: "GET", path: `/api/v1/bots/${bot.id}/check?userId=${randomUserId()}` },
@@ -71,7 +71,7 @@ describe("refusals cost nothing", () => {
   });
 
   it("when a 1 MB PUT /commands carries a random token, then 401 arrives before a body byte is sent (0 of 1,000,000 read)", async () => {
-    const bot = await seedWebhookBot(stack.db, stack.keys, "http://127.0.0.1:9/hook");
+    const bot = await stack.webhookBot("http://127.0.0.1:9/hook");
     // Only the headers are sent: a server that waited for the body would answer 408 after
     // HTTP_REQUEST_TIMEOUT_MS (3 s), not 401.
     const result = await rawUpload(commandsHead(bot.id, randomToken(), 1_000_000), null);
@@ -82,7 +82,7 @@ describe("refusals cost nothing", () => {
   });
 
   it("when a 1 MB body is streamed with a random token, then the 401 comes back and the server reads less than a quarter of the body", async () => {
-    const bot = await seedWebhookBot(stack.db, stack.keys, "http://127.0.0.1:9/hook");
+    const bot = await stack.webhookBot("http://127.0.0.1:9/hook");
     const body = Buffer.from(JSON.stringify({ commands: [{ name: "x", description: "y".repeat(999_960) }] }));
 
     // Sentinel: the same upload with the bot's own token is read in full, and the counter sees it.
@@ -184,7 +184,7 @@ describe("server timeouts", () => {
 
 describe("readiness while Redis is down", () => {
   it("when Redis is killed, then the API's and vote-ingest's /readyz stay 200 and they serve, /api/health says 503, and the dispatcher is not ready", async () => {
-    const bot = await seedWebhookBot(stack.db, stack.keys, "http://127.0.0.1:9/hook");
+    const bot = await stack.webhookBot("http://127.0.0.1:9/hook");
     const auth = { authorization: bot.token };
     for (const app of [stack.api, stack.ingest, stack.dispatcher]) {
       expect((await call(`${app.base}/readyz`)).status).toBe(200);
@@ -222,9 +222,7 @@ describe("readiness while Redis is down", () => {
         body: { server_count: 9 },
       });
       expect(stats.status).toBe(200);
-      expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId())).status).toBe(
-        201,
-      );
+      expect((await stack.vote(bot.id, randomUserId())).status).toBe(201);
 
       // The dispatcher needs Redis for its jobs: it is alive but not ready, and says why.
       const dispatcherReady = await waitFor(

@@ -13,14 +13,7 @@ import {
   startSlowDripReceiver,
   type TlsReceiver,
 } from "../../src/receivers.js";
-import {
-  attemptsOf,
-  castVote,
-  deliveriesOf,
-  type Stack,
-  seedWebhookBot,
-  startStack,
-} from "../../src/stack.js";
+import { type Stack, startStack } from "../../src/stack.js";
 
 /** The attempt timeout: ten good deliveries take well under a second; 10 s leaves a loaded machine room. */
 const TIMEOUT_MS = 10_000;
@@ -56,8 +49,8 @@ afterAll(async () => {
 });
 
 async function voteFor(url: string) {
-  const bot = await seedWebhookBot(stack.db, stack.keys, url);
-  const cast = await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId());
+  const bot = await stack.webhookBot(url);
+  const cast = await stack.vote(bot.id, randomUserId());
   expect(cast.status).toBe(201);
   return bot;
 }
@@ -66,9 +59,9 @@ async function voteFor(url: string) {
 async function firstAttempt(botId: string, timeoutMs = 30_000) {
   return waitFor(
     async () => {
-      const [delivery] = await deliveriesOf(stack.db, botId);
+      const [delivery] = await stack.deliveries(botId);
       if (!delivery) return null;
-      const attempts = await attemptsOf(stack.db, delivery.id);
+      const attempts = await stack.attempts(delivery.id);
       return attempts.length > 0 ? { delivery, attempts } : null;
     },
     `the first attempt of bot ${botId}`,
@@ -91,7 +84,7 @@ describe("hostile webhook receivers", () => {
     );
     await waitFor(
       async () => {
-        const rows = await Promise.all(goodBots.map((b) => deliveriesOf(stack.db, b.id)));
+        const rows = await Promise.all(goodBots.map((b) => stack.deliveries(b.id)));
         return rows.every((r) => r[0]?.state === "delivered");
       },
       "the good deliveries",
@@ -100,8 +93,8 @@ describe("hostile webhook receivers", () => {
     );
     const goodDone = Date.now();
     // The slow attempt is still in flight: nothing recorded for it yet.
-    const [slowDelivery] = await deliveriesOf(stack.db, slowBot.id);
-    expect(await attemptsOf(stack.db, slowDelivery!.id)).toHaveLength(0);
+    const [slowDelivery] = await stack.deliveries(slowBot.id);
+    expect(await stack.attempts(slowDelivery!.id)).toHaveLength(0);
     expect(goodDone - started).toBeLessThan(TIMEOUT_MS);
 
     const { delivery, attempts } = await firstAttempt(slowBot.id);

@@ -9,14 +9,7 @@ import { randomUserId } from "@botdir/db/testing";
 import { DEFAULT_QUEUE_PREFIX, QUEUES } from "@botdir/schema";
 import { Redis } from "ioredis";
 import { freePort, waitFor } from "../../src/processes.js";
-import {
-  attemptsOf,
-  castVote,
-  deliveriesOf,
-  type Stack,
-  seedWebhookBot,
-  startStack,
-} from "../../src/stack.js";
+import { castVote, type Stack, startStack } from "../../src/stack.js";
 
 let stack: Stack;
 beforeAll(async () => {
@@ -29,7 +22,7 @@ afterAll(() => stack?.stop());
 
 describe("vote-ingest SIGKILLed between commit and hand-off", () => {
   it("when the process dies after the 201 and before any hand-off, then the restarted vote-ingest's outbox relay hands the delivery off and it is delivered once", async () => {
-    const bot = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/hook"));
+    const bot = await stack.webhookBot(stack.receiver.url("/hook"));
     const dispatcher = await stack.start("webhook-dispatcher");
     const deadRedis = `redis://127.0.0.1:${await freePort()}`;
     const doomed = await stack.start("vote-ingest", { REDIS_URL: deadRedis });
@@ -39,7 +32,7 @@ describe("vote-ingest SIGKILLed between commit and hand-off", () => {
     await doomed.kill();
 
     expect(cast.status).toBe(201);
-    const [pending] = await deliveriesOf(stack.db, bot.id);
+    const [pending] = await stack.deliveries(bot.id);
     expect(pending).toMatchObject({ state: "pending", attemptsMade: 0, handedOffAt: null });
     // Nothing reached the queue: the delivery exists only in PostgreSQL.
     const probe = new Redis(stack.redis.url, { maxRetriesPerRequest: 1 });
@@ -57,12 +50,12 @@ describe("vote-ingest SIGKILLed between commit and hand-off", () => {
     await stack.start("vote-ingest");
 
     await waitFor(
-      async () => (await deliveriesOf(stack.db, bot.id))[0]?.state === "delivered",
+      async () => (await stack.deliveries(bot.id))[0]?.state === "delivered",
       "the delivery",
       30_000,
       100,
     );
-    const attempts = await attemptsOf(stack.db, pending!.id);
+    const attempts = await stack.attempts(pending!.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([[1, 204, null]]);
     expect(stack.receiver.requests).toHaveLength(1);
     expect(stack.receiver.requests[0]!.headers["x-webhook-delivery"]).toBe(pending!.id);
@@ -70,7 +63,7 @@ describe("vote-ingest SIGKILLed between commit and hand-off", () => {
       bot_id: bot.id,
       user_id: voter,
     });
-    const [delivered] = await deliveriesOf(stack.db, bot.id);
+    const [delivered] = await stack.deliveries(bot.id);
     expect(delivered!.handedOffAt).not.toBeNull();
   });
 });

@@ -10,7 +10,7 @@ import { promisify } from "node:util";
 import { createSecretBox, keyIdOf } from "@botdir/db";
 import { randomUserId } from "@botdir/db/testing";
 import { type AppProcess, baseEnv, call, REPO_ROOT, startApp, waitFor } from "../../src/processes.js";
-import { castVote, deliveriesOf, type Stack, seedWebhookBot, startStack } from "../../src/stack.js";
+import { castVote, type Stack, startStack } from "../../src/stack.js";
 
 const newKey = randomBytes(32);
 let stack: Stack; // stack.keys.encryptionKey is the old key
@@ -67,7 +67,7 @@ async function voteAndExpectDelivered(ingest: AppProcess, bots: Hooked[]): Promi
   }
   for (const bot of bots) {
     await waitFor(
-      async () => (await deliveriesOf(stack.db, bot.id)).every((d) => d.state === "delivered"),
+      async () => (await stack.deliveries(bot.id)).every((d) => d.state === "delivered"),
       `every delivery of ${bot.path} to be delivered`,
     );
   }
@@ -95,8 +95,8 @@ describe("key rotation", () => {
 
     // 1. Before: one key, SECRET_ENCRYPTION_KEY. One secret in the pre-ring v1 format, one v2.
     let ingest = await restartApps(envWith({ SECRET_ENCRYPTION_KEY: oldHex }));
-    const a = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/a"), "whsec_a");
-    const b = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/b"), "whsec_b");
+    const a = await stack.webhookBot(stack.receiver.url("/a"), "whsec_a");
+    const b = await stack.webhookBot(stack.receiver.url("/b"), "whsec_b");
     await stack.db.prisma.bot.update({
       where: { id: b.id },
       data: { webhookSecretEncrypted: encryptV1(stack.keys.encryptionKey, "whsec_b") },
@@ -114,7 +114,7 @@ describe("key rotation", () => {
     const ring = { SECRET_ENCRYPTION_KEYS: `${newHex},${oldHex}` };
     ingest = await restartApps(envWith(ring));
     // A webhook set now is encrypted under the new key.
-    const c = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/c"));
+    const c = await stack.webhookBot(stack.receiver.url("/c"));
     const set = await call(`${ingest.base}/internal/v1/bots/${c.id}/webhook`, {
       method: "PUT",
       headers: { authorization: stack.keys.internalKey },
@@ -138,7 +138,7 @@ describe("key rotation", () => {
     const again = await botctl(envWith({ SECRET_ENCRYPTION_KEYS: newHex }), "secrets", "reencrypt");
     expect(JSON.parse(again.stdout)).toEqual({ reencrypted: 0, alreadyCurrent: 3, unreadable: 0 });
     for (const bot of bots) {
-      expect((await deliveriesOf(stack.db, bot.id)).map((d) => d.state)).toEqual(
+      expect((await stack.deliveries(bot.id)).map((d) => d.state)).toEqual(
         bot.path === "/c" ? ["delivered", "delivered"] : ["delivered", "delivered", "delivered"],
       );
     }

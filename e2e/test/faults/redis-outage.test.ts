@@ -5,7 +5,7 @@
  */
 import { randomUserId } from "@botdir/db/testing";
 import { call, waitFor } from "../../src/processes.js";
-import { castVote, deliveriesOf, type Stack, seedWebhookBot, startStack } from "../../src/stack.js";
+import { type Stack, startStack } from "../../src/stack.js";
 
 let stack: Stack;
 beforeAll(async () => {
@@ -22,14 +22,12 @@ interface Sample {
 
 describe("Redis killed under load", () => {
   it("when Redis dies and restarts empty, then /check and /stats answer 2xx throughout, health reports Redis down, a bad token is still 401, and votes cast meanwhile are delivered", async () => {
-    const bot = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/hook"));
+    const bot = await stack.webhookBot(stack.receiver.url("/hook"));
     const auth = { authorization: `Bearer ${bot.token}` };
     const voter = randomUserId();
 
     // Everything works before the fault: a vote reaches the receiver.
-    expect((await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId())).status).toBe(
-      201,
-    );
+    expect((await stack.vote(bot.id, randomUserId())).status).toBe(201);
     await waitFor(() => stack.receiver.requests.length === 1, "the first webhook", 20_000);
 
     let phase: Sample["phase"] = "before";
@@ -71,9 +69,7 @@ describe("Redis killed under load", () => {
       headers: { authorization: "Bearer not-the-token" },
     });
     const outageVoters = [randomUserId(), randomUserId(), randomUserId()];
-    const outageVotes = await Promise.all(
-      outageVoters.map((u) => castVote(stack.ingest.base, stack.keys.internalKey, bot.id, u)),
-    );
+    const outageVotes = await Promise.all(outageVoters.map((u) => stack.vote(bot.id, u)));
 
     await stack.redis.restart();
     phase = "after";
@@ -120,9 +116,9 @@ describe("Redis killed under load", () => {
       30_000,
       100,
     );
-    const deliveries = await deliveriesOf(stack.db, bot.id);
+    const deliveries = await stack.deliveries(bot.id);
     await waitFor(
-      async () => (await deliveriesOf(stack.db, bot.id)).every((d) => d.state === "delivered"),
+      async () => (await stack.deliveries(bot.id)).every((d) => d.state === "delivered"),
       "all delivered",
     );
     expect(deliveries).toHaveLength(4);

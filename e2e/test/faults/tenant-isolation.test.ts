@@ -13,14 +13,7 @@ import { randomUserId, seedBot } from "@botdir/db/testing";
 import { type DnsTestServer, startDnsServer } from "@botdir/webhook-targets/testing";
 import { waitFor } from "../../src/processes.js";
 import { type Receiver, startReceiver } from "../../src/receivers.js";
-import {
-  attemptsOf,
-  castVote,
-  deliveriesOf,
-  type Stack,
-  seedWebhookBot,
-  startStack,
-} from "../../src/stack.js";
+import { type Stack, seedWebhookBot, startStack } from "../../src/stack.js";
 
 const TIMEOUT_MS = 8_000;
 const DNS_TIMEOUT_MS = 1_000;
@@ -60,17 +53,17 @@ afterAll(async () => {
 });
 
 async function votesFor(url: string, votes: number) {
-  const bot = await seedWebhookBot(stack.db, stack.keys, url);
+  const bot = await stack.webhookBot(url);
   for (let i = 0; i < votes; i++) {
-    const cast = await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId());
+    const cast = await stack.vote(bot.id, randomUserId());
     expect(cast.status).toBe(201);
   }
   return bot.id;
 }
 
 async function attemptsOfBot(botId: string) {
-  const deliveries = await deliveriesOf(stack.db, botId);
-  return (await Promise.all(deliveries.map((d) => attemptsOf(stack.db, d.id)))).flat();
+  const deliveries = await stack.deliveries(botId);
+  return (await Promise.all(deliveries.map((d) => stack.attempts(d.id)))).flat();
 }
 
 describe("tenant isolation in the dispatcher", () => {
@@ -105,15 +98,11 @@ describe("tenant isolation in the dispatcher", () => {
     const firstTarpitAt = Math.min(...tarpit.requests.map((r) => r.at));
 
     await Promise.all(
-      healthyBots.map(async (botId) =>
-        expect(
-          (await castVote(stack.ingest.base, stack.keys.internalKey, botId, randomUserId())).status,
-        ).toBe(201),
-      ),
+      healthyBots.map(async (botId) => expect((await stack.vote(botId, randomUserId())).status).toBe(201)),
     );
     await waitFor(
       async () => {
-        const rows = await Promise.all(healthyBots.map((b) => deliveriesOf(stack.db, b)));
+        const rows = await Promise.all(healthyBots.map((b) => stack.deliveries(b)));
         return rows.every((r) => r[0]?.state === "delivered");
       },
       "every healthy delivery",
@@ -161,16 +150,16 @@ describe("tenant isolation in the dispatcher", () => {
         webhookSecretEncrypted: otherKey.encrypt("whsec_lost"),
       },
     });
-    const cast = await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId());
+    const cast = await stack.vote(bot.id, randomUserId());
     expect(cast.status).toBe(201);
 
     const [delivery] = await waitFor(async () => {
-      const rows = await deliveriesOf(stack.db, bot.id);
+      const rows = await stack.deliveries(bot.id);
       return rows[0]?.state === "failed" ? rows : null;
     }, "the delivery to fail");
     // Sentinel: a delivery handed off now and never queued is picked up again by the relay once it
     // is OUTBOX_STALE_MS old and delivered; a loop on the failed one would have shown up by then.
-    const sentinel = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/sentinel"));
+    const sentinel = await stack.webhookBot(stack.receiver.url("/sentinel"));
     const vote = await stack.db.prisma.vote.create({
       data: { botId: sentinel.id, userId: randomUserId(), votedAt: new Date() },
     });
@@ -185,11 +174,11 @@ describe("tenant isolation in the dispatcher", () => {
     });
     await waitFor(() => stack.receiver.forPath("/sentinel").length === 1, "the sentinel delivery");
 
-    const attempts = await attemptsOf(stack.db, delivery!.id);
+    const attempts = await stack.attempts(delivery!.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([
       [1, null, "secret_unreadable"],
     ]);
-    expect((await deliveriesOf(stack.db, bot.id))[0]?.state).toBe("failed");
+    expect((await stack.deliveries(bot.id))[0]?.state).toBe("failed");
     expect(stack.receiver.forPath("/unreadable")).toHaveLength(0);
     const lines = stack.dispatcher
       .output()
@@ -200,7 +189,7 @@ describe("tenant isolation in the dispatcher", () => {
   }, 30_000);
 
   it("when recording a 2xx fails once in PostgreSQL, then the record is retried and the delivery ends delivered with one attempt and one request", async () => {
-    const bot = await seedWebhookBot(stack.db, stack.keys, stack.receiver.url("/flaky-record"));
+    const bot = await stack.webhookBot(stack.receiver.url("/flaky-record"));
     // A real PostgreSQL error on this bot's first attempt row: sequences are not rolled back,
     // so only the first insert fails.
     await stack.db.pool.query("CREATE SEQUENCE fail_once_seq");
@@ -216,14 +205,14 @@ describe("tenant isolation in the dispatcher", () => {
       "CREATE TRIGGER fail_first_attempt BEFORE INSERT ON webhook_attempts FOR EACH ROW EXECUTE FUNCTION fail_first_attempt()",
     );
 
-    const cast = await castVote(stack.ingest.base, stack.keys.internalKey, bot.id, randomUserId());
+    const cast = await stack.vote(bot.id, randomUserId());
     expect(cast.status).toBe(201);
     const [delivery] = await waitFor(async () => {
-      const rows = await deliveriesOf(stack.db, bot.id);
+      const rows = await stack.deliveries(bot.id);
       return rows[0]?.state === "delivered" ? rows : null;
     }, "the delivery to be delivered");
 
-    const attempts = await attemptsOf(stack.db, delivery!.id);
+    const attempts = await stack.attempts(delivery!.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([[1, 204, null]]);
     expect(stack.receiver.forPath("/flaky-record")).toHaveLength(1);
     const { rows } = await stack.db.pool.query<{ n: string }>("SELECT last_value AS n FROM fail_once_seq");
