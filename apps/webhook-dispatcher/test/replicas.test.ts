@@ -7,13 +7,10 @@ let h: DispatcherHarness;
 let receiver: Receiver;
 
 beforeAll(async () => {
-  h = await startDispatcherHarness({
-    poolMax: 8,
-    workers: [
-      { concurrency: 3, lockDurationMs: 30_000 },
-      { concurrency: 3, lockDurationMs: 30_000 },
-    ],
-  });
+  // A 10 s attempt timeout: with testConfig's 300 ms a loaded machine times a 20 ms answer out and
+  // the retry is a second request for the same delivery.
+  const replica = { concurrency: 3, lockDurationMs: 30_000, timeoutMs: 10_000 };
+  h = await startDispatcherHarness({ poolMax: 8, workers: [replica, replica] });
   receiver = await h.receiver(() => ({ status: 204, delayMs: 20 }));
 });
 afterAll(() => h.close());
