@@ -14,6 +14,8 @@ import {
   testRedisPrefix,
   testRedisUrl,
 } from "@botdir/db/testing";
+import { connectRedis } from "@botdir/service-kit/testing";
+import type { Redis } from "ioredis";
 import { type AppName, type AppProcess, call, freshKeys, startApp, stopAll } from "./processes.js";
 import { type ReceivedRequest, type Receiver, type Reply, startReceiver } from "./receivers.js";
 
@@ -192,5 +194,32 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     attempts: (deliveryId) => attemptsOf(t.db, deliveryId),
     start,
     stop,
+  };
+}
+
+/**
+ * The stores of a test that runs apps in-process: its own database (TestDatabase's fields and
+ * drop) and a fail-fast connection to the shared Redis, ready, with a key prefix of its own.
+ */
+export interface TestStores extends TestDatabase {
+  redis: Redis;
+  prefix: string;
+  /** Disconnects Redis and drops the database. */
+  close(): Promise<void>;
+}
+
+export async function startStores(): Promise<TestStores> {
+  const [t, redis] = await Promise.all([
+    createTestDatabase(),
+    connectRedis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 }),
+  ]);
+  return {
+    ...t,
+    redis,
+    prefix: testRedisPrefix(),
+    async close() {
+      redis.disconnect();
+      await t.drop();
+    },
   };
 }
