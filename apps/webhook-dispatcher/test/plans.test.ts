@@ -66,16 +66,37 @@ function deliveryScans(node: PlanNode, out: string[] = []): string[] {
   return out;
 }
 
+interface NestedPlan {
+  "Query Text": string;
+  Plan: PlanNode;
+}
+
+/**
+ * Every scan of webhook_deliveries in the statements `sql` runs, as "alias: how". The statements
+ * are functions (migration 20261125130000_dispatcher_lock_then_write), so the plans that matter are
+ * those of the statements inside them: auto_explain reports each nested statement's plan as a
+ * notice. The statement runs in a transaction that is rolled back.
+ */
 async function scansOf(sql: string, args: string): Promise<string[]> {
   const client = await t.db.pool.connect();
+  const plans: NestedPlan[] = [];
+  const onNotice = (notice: { message?: string }) => {
+    const json = notice.message?.match(/plan:\s*(\{[\s\S]*\})\s*$/)?.[1];
+    if (json) plans.push(JSON.parse(json) as NestedPlan);
+  };
+  client.on("notice", onNotice);
   try {
     await client.query("BEGIN");
+    await client.query("LOAD 'auto_explain'");
+    await client.query("SET LOCAL auto_explain.log_min_duration = 0");
+    await client.query("SET LOCAL auto_explain.log_nested_statements = on");
+    await client.query("SET LOCAL auto_explain.log_format = 'json'");
+    await client.query("SET LOCAL auto_explain.log_level = 'notice'");
     await client.query(`PREPARE plan_under_test AS ${sql}`);
-    const { rows } = await client.query<{ "QUERY PLAN": { Plan: PlanNode }[] }>(
-      `EXPLAIN (FORMAT JSON) EXECUTE plan_under_test(${args})`,
-    );
-    return deliveryScans(rows[0]?.["QUERY PLAN"][0]?.Plan as PlanNode);
+    await client.query(`EXECUTE plan_under_test(${args})`);
+    return plans.flatMap((plan) => deliveryScans(plan.Plan));
   } finally {
+    client.off("notice", onNotice);
     await client.query("ROLLBACK");
     await client.query("DEALLOCATE plan_under_test").catch(() => {});
     client.release();
@@ -83,8 +104,9 @@ async function scansOf(sql: string, args: string): Promise<string[]> {
 }
 
 /**
- * How the UPDATE's target (`alias`) is reached. (The locking CTE may well seq-scan a table its
- * statistics call empty; that costs one pass, not one pass per row claimed.)
+ * How the UPDATE's target (`alias`) is reached. (The locking statement and the read of the locked
+ * rows, aliased otherwise, may well seq-scan a table their statistics call empty; that costs one
+ * pass, not one pass per row claimed.)
  */
 const targetOf = (scans: string[], alias: string) => scans.filter((s) => s.startsWith(`${alias}: `));
 
