@@ -5,7 +5,13 @@
  * backlog built up) and every claim read every due pending row: a 10,000-vote backlog cost 111 ms
  * per claim batch and halved the drain (docs/performance.md).
  */
-import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
+import {
+  createTestDatabase,
+  nestedPlans,
+  type PlanNode,
+  seedBot,
+  type TestDatabase,
+} from "@botdir/db/testing";
 import { DEAD_ENDPOINT_STATEMENTS, disableIfDead } from "../src/dead-endpoints.js";
 import { STATEMENTS } from "../src/deliveries.js";
 import { configureWebhook } from "./support.js";
@@ -49,14 +55,6 @@ afterAll(async () => {
   await t.drop();
 });
 
-interface PlanNode {
-  "Node Type": string;
-  "Relation Name"?: string;
-  Alias?: string;
-  "Index Name"?: string;
-  Plans?: PlanNode[];
-}
-
 /** Every scan of webhook_deliveries in the plan, as "alias: how". */
 function deliveryScans(node: PlanNode, out: string[] = []): string[] {
   if (node["Relation Name"] === "webhook_deliveries" && node["Node Type"] !== "ModifyTable") {
@@ -66,41 +64,21 @@ function deliveryScans(node: PlanNode, out: string[] = []): string[] {
   return out;
 }
 
-interface NestedPlan {
-  "Query Text": string;
-  Plan: PlanNode;
-}
-
 /**
  * Every scan of webhook_deliveries in the statements `sql` runs, as "alias: how". The statements
- * are functions (migration 20261125130000_dispatcher_lock_then_write), so the plans that matter are
- * those of the statements inside them: auto_explain reports each nested statement's plan as a
- * notice. The statement runs in a transaction that is rolled back.
+ * call functions (migration 20261125130000_dispatcher_lock_then_write), so the plans that matter
+ * are those of the statements inside them, which auto_explain reports (nestedPlans).
  */
+let prepared = 0;
+
 async function scansOf(sql: string, args: string): Promise<string[]> {
-  const client = await t.db.pool.connect();
-  const plans: NestedPlan[] = [];
-  const onNotice = (notice: { message?: string }) => {
-    const json = notice.message?.match(/plan:\s*(\{[\s\S]*\})\s*$/)?.[1];
-    if (json) plans.push(JSON.parse(json) as NestedPlan);
-  };
-  client.on("notice", onNotice);
-  try {
-    await client.query("BEGIN");
-    await client.query("LOAD 'auto_explain'");
-    await client.query("SET LOCAL auto_explain.log_min_duration = 0");
-    await client.query("SET LOCAL auto_explain.log_nested_statements = on");
-    await client.query("SET LOCAL auto_explain.log_format = 'json'");
-    await client.query("SET LOCAL auto_explain.log_level = 'notice'");
-    await client.query(`PREPARE plan_under_test AS ${sql}`);
-    await client.query(`EXECUTE plan_under_test(${args})`);
-    return plans.flatMap((plan) => deliveryScans(plan.Plan));
-  } finally {
-    client.off("notice", onNotice);
-    await client.query("ROLLBACK");
-    await client.query("DEALLOCATE plan_under_test").catch(() => {});
-    client.release();
-  }
+  // A prepared statement outlives the transaction: a name of its own each time.
+  const name = `plan_under_test_${++prepared}`;
+  const plans = await nestedPlans(t.db.pool, async (client) => {
+    await client.query(`PREPARE ${name} AS ${sql}`);
+    await client.query(`EXECUTE ${name}(${args})`);
+  });
+  return plans.flatMap((plan) => deliveryScans(plan.Plan));
 }
 
 /**
