@@ -1,0 +1,89 @@
+/**
+ * The published package as an owner gets it: build, `pnpm pack`, the ecosystem's packaging linters
+ * on the tarball (publint, @arethetypeswrong/cli), then an install of the tarball alone into an
+ * empty directory outside the workspace (offline: the package has no dependencies) and a real use
+ * of it from `import` and from `require`, each verifying a webhook signed by the dispatcher's code.
+ */
+import { execFile } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { standardHeaders } from "@botdir/signing";
+
+const run = promisify(execFile);
+const pkgDir = path.resolve(import.meta.dirname, "..");
+const bin = (name: string) => path.join(pkgDir, "node_modules", ".bin", name);
+const { NODE_OPTIONS: _vmModules, ...env } = process.env;
+
+let work: string;
+let tarball: string;
+
+beforeAll(async () => {
+  work = mkdtempSync(path.join(tmpdir(), "botdir-sdk-pack-"));
+  await run(process.execPath, ["scripts/build.mjs"], { cwd: pkgDir, env });
+  await run("pnpm", ["pack", "--pack-destination", work], { cwd: pkgDir, env });
+  const file = readdirSync(work).find((f) => f.endsWith(".tgz"));
+  if (!file) throw new Error(`pnpm pack left no tarball in ${work}`);
+  tarball = path.join(work, file);
+}, 120_000);
+
+afterAll(() => {
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+describe("the packed @botdir/sdk", () => {
+  it("when publint lints the tarball (warnings count as errors), then it finds nothing", async () => {
+    const { stdout } = await run(bin("publint"), ["run", tarball, "--strict"], { cwd: work, env });
+    expect(stdout).toContain("All good!");
+  }, 60_000);
+
+  it("when arethetypeswrong checks the tarball, then every resolution mode has types", async () => {
+    // Exit code 1 on any problem; --format json for an exact assertion.
+    const { stdout } = await run(bin("attw"), [tarball, "--format", "json"], { cwd: work, env });
+    const report = JSON.parse(stdout) as { analysis: { problems: unknown[] } };
+    expect(report.analysis.problems).toEqual([]);
+  }, 60_000);
+
+  it("when the tarball is installed into an empty directory offline, then it has no dependencies and works from import and require", async () => {
+    const app = path.join(work, "app");
+    await run("mkdir", ["-p", app]);
+    writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "owner-bot", private: true }));
+    await run("npm", ["install", tarball, "--offline", "--no-audit", "--no-fund", "--ignore-scripts"], {
+      cwd: app,
+      env,
+    });
+    // Only the SDK itself was installed (npm's own ".package-lock.json" aside).
+    const installed = readdirSync(path.join(app, "node_modules")).filter((f) => !f.startsWith("."));
+    expect(installed).toEqual(["@botdir"]);
+    expect(readdirSync(path.join(app, "node_modules/@botdir"))).toEqual(["sdk"]);
+    const manifest = JSON.parse(
+      readFileSync(path.join(app, "node_modules/@botdir/sdk/package.json"), "utf8"),
+    );
+    expect(manifest.dependencies ?? {}).toEqual({});
+
+    const secret = `whsec_${"ab12".repeat(16)}`;
+    const body =
+      '{"event":"vote.create","bot_id":"123456789012345678","user_id":"223456789012345678","voted_at":"2026-11-21T12:00:00.000Z"}';
+    const headers = standardHeaders([secret], "d-1", new Date(), body);
+    const input = JSON.stringify({ secret, body, headers });
+    const use = `
+      const input = JSON.parse(process.argv[2]);
+      const names = ["BotDirClient", "ApiError", "startAutoposter", "verifyWebhook", "WebhookVerificationError", "expressWebhook", "nodeWebhook", "fetchWebhook", "memorySeenStore"];
+      const missing = names.filter((n) => typeof sdk[n] !== "function");
+      const client = new sdk.BotDirClient({ baseUrl: "http://127.0.0.1:1", token: "t", botId: "123456789012345678" });
+      sdk.verifyWebhook(input).then((v) => console.log(JSON.stringify({ missing, deliveryId: v.deliveryId, user: v.event.user_id, bot: client.botId })));
+    `;
+    writeFileSync(path.join(app, "esm.mjs"), `import * as sdk from "@botdir/sdk";\n${use}`);
+    writeFileSync(path.join(app, "cjs.cjs"), `const sdk = require("@botdir/sdk");\n${use}`);
+    for (const file of ["esm.mjs", "cjs.cjs"]) {
+      const { stdout } = await run(process.execPath, [file, input], { cwd: app, env });
+      expect(JSON.parse(stdout)).toEqual({
+        missing: [],
+        deliveryId: "d-1",
+        user: "223456789012345678",
+        bot: "123456789012345678",
+      });
+    }
+  }, 120_000);
+});
