@@ -11,6 +11,7 @@ import type {
   RedeliverResponse as RedeliverResponseShape,
   StatsResponse as StatsResponseShape,
   VoteCheckResult as VoteCheckResultShape,
+  VotesPage as VotesPageShape,
   VotesResponse,
   WebhookPayload,
 } from "@botdir/schema";
@@ -26,7 +27,7 @@ export type VoteCheckResult = VoteCheckResultShape;
 /** One vote of the log: user id and time (ISO 8601 UTC with milliseconds). */
 export type Vote = VotesResponse["votes"][number];
 /** A page of `GET /votes?since=&cursor=`, oldest first; `nextCursor` is absent on the last page. */
-export type VotesPage = VotesResponse & { nextCursor?: string };
+export type VotesPage = VotesPageShape;
 /** One webhook delivery attempt, as the bot's edit page lists it. */
 export type DeliveryAttempt = DeliveryAttemptShape;
 /** Answer of `redeliver`: the series just started. */
