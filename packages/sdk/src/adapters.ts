@@ -106,7 +106,8 @@ function receiver(options: WebhookReceiverOptions) {
 /** The parts of a `node:http` IncomingMessage (or an Express request) the adapters use. */
 export interface NodeRequestLike {
   headers: Record<string, string | string[] | undefined>;
-  on(event: string, listener: (chunk: never) => void): unknown;
+  // biome-ignore lint/suspicious/noExplicitAny: Node's own listener type, so that IncomingMessage fits.
+  on(event: string, listener: (...args: any[]) => void): unknown;
   /** Set by a body parser that ran before (Express `express.raw()` gives a Buffer). */
   body?: unknown;
   readableEnded?: boolean;
