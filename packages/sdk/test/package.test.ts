@@ -49,9 +49,10 @@ describe("the packed @botdir/sdk", () => {
     const app = path.join(work, "app");
     await run("mkdir", ["-p", app]);
     writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "owner-bot", private: true }));
+    // An empty npm cache of its own: nothing can come from a registry or an earlier download.
     await run("npm", ["install", tarball, "--offline", "--no-audit", "--no-fund", "--ignore-scripts"], {
       cwd: app,
-      env,
+      env: { ...env, npm_config_cache: path.join(work, "npm-cache") },
     });
     // Only the SDK itself was installed (npm's own ".package-lock.json" aside).
     const installed = readdirSync(path.join(app, "node_modules")).filter((f) => !f.startsWith("."));
@@ -76,7 +77,18 @@ describe("the packed @botdir/sdk", () => {
     `;
     writeFileSync(path.join(app, "esm.mjs"), `import * as sdk from "@botdir/sdk";\n${use}`);
     writeFileSync(path.join(app, "cjs.cjs"), `const sdk = require("@botdir/sdk");\n${use}`);
-    for (const file of ["esm.mjs", "cjs.cjs"]) {
+    // Node 18 has no global Web Crypto: without it the SDK takes node:crypto's webcrypto.
+    const noGlobalCrypto =
+      'Object.defineProperty(globalThis, "crypto", { value: undefined, configurable: true });';
+    writeFileSync(
+      path.join(app, "node18.mjs"),
+      `${noGlobalCrypto}\nconst sdk = await import("@botdir/sdk");\n${use}`,
+    );
+    writeFileSync(
+      path.join(app, "node18.cjs"),
+      `${noGlobalCrypto}\nconst sdk = require("@botdir/sdk");\n${use}`,
+    );
+    for (const file of ["esm.mjs", "cjs.cjs", "node18.mjs", "node18.cjs"]) {
       const { stdout } = await run(process.execPath, [file, input], { cwd: app, env });
       expect(JSON.parse(stdout)).toEqual({
         missing: [],
