@@ -17,6 +17,8 @@ export interface ProxiedRequest {
   path: string;
   /** What the client got: the scripted status, "reset", or the app's status. */
   answer: number | "reset";
+  /** When the request arrived (ms since the epoch). */
+  at: number;
 }
 
 export interface ScriptedProxy {
@@ -32,7 +34,8 @@ export async function startScriptedProxy(target: string): Promise<ScriptedProxy>
   const requests: ProxiedRequest[] = [];
   const sockets = new Set<Socket>();
 
-  const forward = async (req: IncomingMessage, res: ServerResponse, body: Buffer) => {
+  /** Records the app's status before the client can see it, so a test never reads a stale record. */
+  const forward = async (req: IncomingMessage, res: ServerResponse, body: Buffer, record: ProxiedRequest) => {
     const headers = new Headers();
     for (const [name, value] of Object.entries(req.headers)) {
       if (name === "host" || name === "connection" || value === undefined) continue;
@@ -50,8 +53,8 @@ export async function startScriptedProxy(target: string): Promise<ScriptedProxy>
       if (name !== "content-length" && name !== "transfer-encoding" && name !== "connection")
         out[name] = value;
     });
+    record.answer = answer.status;
     res.writeHead(answer.status, out).end(bytes);
-    return answer.status;
   };
 
   const server = createServer((req, res) => {
@@ -59,7 +62,12 @@ export async function startScriptedProxy(target: string): Promise<ScriptedProxy>
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       const next = queue.shift() ?? "forward";
-      const record: ProxiedRequest = { method: req.method ?? "", path: req.url ?? "", answer: 0 };
+      const record: ProxiedRequest = {
+        method: req.method ?? "",
+        path: req.url ?? "",
+        answer: 0,
+        at: Date.now(),
+      };
       requests.push(record);
       if (next === "reset") {
         record.answer = "reset";
@@ -72,15 +80,10 @@ export async function startScriptedProxy(target: string): Promise<ScriptedProxy>
         res.end(next.body === undefined ? "" : JSON.stringify(next.body));
         return;
       }
-      forward(req, res, Buffer.concat(chunks)).then(
-        (status) => {
-          record.answer = status;
-        },
-        () => {
-          record.answer = 502;
-          if (!res.headersSent) res.writeHead(502).end();
-        },
-      );
+      forward(req, res, Buffer.concat(chunks), record).catch(() => {
+        record.answer = 502;
+        if (!res.headersSent) res.writeHead(502).end();
+      });
     });
   });
   server.on("connection", (s: Socket) => {

@@ -283,13 +283,42 @@ describe("startAutoposter against the real API", () => {
       onPost: () => goodPosts++,
     });
     try {
-      await waitFor(() => goodPosts >= 5, "five posts of the sentinel", 30_000);
+      await waitFor(() => errors.length === 1, "the 401");
+      const after401 = goodPosts;
+      await waitFor(() => goodPosts >= after401 + 5, "five more posts of the sentinel", 30_000);
     } finally {
       sentinel.stop();
       refused.stop();
     }
     expect(requestsTo(bad.id).map((r) => r.answer)).toEqual([401]);
     expect(errors).toEqual([expect.objectContaining({ status: 401 })]);
+  });
+
+  it("when a 429's retryAfter is beyond the client's bound, then the next post waits for the window, not the interval", async () => {
+    const bot = await seedBot(t.db);
+    const errors: unknown[] = [];
+    let posted = false;
+    proxy.script({ status: 429, body: { error: "Rate limit exceeded.", retryAfter: 2 } });
+    const poster = startAutoposter({
+      client: client(bot, { baseUrl: proxy.base, retry: { maxRetryAfterMs: 0 } }),
+      stats: () => ({ serverCount: 42 }),
+      intervalMs: 100,
+      onError: (e) => errors.push(e),
+      onPost: () => {
+        posted = true;
+      },
+    });
+    try {
+      // The poster's own signal: the answer has passed the proxy (the row alone may be written first).
+      await waitFor(() => posted, "the post after the window");
+    } finally {
+      poster.stop();
+    }
+    const [limited, next] = requestsTo(bot.id);
+    expect([limited?.answer, next?.answer]).toEqual([429, 200]);
+    expect(next!.at - limited!.at).toBeGreaterThanOrEqual(1_990);
+    expect(errors).toEqual([expect.objectContaining({ status: 429, retryAfter: 2 })]);
+    expect((await rowOf(bot.id)).serverCount).toBe(42n);
   });
 
   it("when stats() throws, then onError gets it and the poster carries on", async () => {
