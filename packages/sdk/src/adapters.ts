@@ -116,6 +116,7 @@ export interface NodeRequestLike {
 /** The parts of a `node:http` ServerResponse (or an Express response) the adapters use. */
 export interface NodeResponseLike {
   statusCode: number;
+  headersSent?: boolean;
   setHeader(name: string, value: string): unknown;
   end(chunk?: string): unknown;
 }
@@ -181,7 +182,7 @@ export function nodeWebhook(
   const r = receiver(options);
   return (req, res) => {
     handleNode(r, req, res).catch((error: unknown) => {
-      send(res, { status: 500, error: "The webhook could not be handled." });
+      if (!res.headersSent) send(res, { status: 500, error: "The webhook could not be handled." });
       options.onError?.(error, { deliveryId: "" });
     });
   };
