@@ -99,4 +99,50 @@ describe("the packed @botdir/sdk", () => {
       });
     }
   }, 120_000);
+
+  it("when a TypeScript project uses the installed package from ESM and CommonJS, then the contract's types reach it", async () => {
+    const app = path.join(work, "app"); // installed by the test above
+    const use = `
+      const client = new BotDirClient({ baseUrl: "https://botdir.example", token: "t", botId: "123456789012345678" });
+      export async function perks(userId: string): Promise<string[]> {
+        const check: VoteCheckResult = await client.check(userId);
+        const voted: 0 | 1 = check.voted;
+        const at: string | null = check.votedAt;
+        // @ts-expect-error voted is 0 | 1, not any
+        const wrong: string = check.voted;
+        const users: string[] = [];
+        for await (const vote of client.votesSince(new Date())) users.push(vote.user_id);
+        const handler = fetchWebhook({ secret: "whsec_x", onVote: (vote: VoteEvent) => void users.push(vote.user_id) });
+        return [String(voted), String(at), String(wrong), String(handler)];
+      }
+    `;
+    writeFileSync(
+      path.join(app, "esm.mts"),
+      `import { BotDirClient, fetchWebhook, type VoteCheckResult, type VoteEvent } from "@botdir/sdk";\n${use}`,
+    );
+    writeFileSync(
+      path.join(app, "cjs.cts"),
+      `import sdk = require("@botdir/sdk");\nimport BotDirClient = sdk.BotDirClient;\nimport fetchWebhook = sdk.fetchWebhook;\ntype VoteCheckResult = sdk.VoteCheckResult;\ntype VoteEvent = sdk.VoteEvent;\n${use}`,
+    );
+    const tsconfig = {
+      compilerOptions: {
+        module: "nodenext",
+        moduleResolution: "nodenext",
+        target: "es2022",
+        lib: ["es2022", "dom"],
+        types: [],
+        strict: true,
+        noEmit: true,
+        skipLibCheck: false,
+      },
+      files: ["esm.mts", "cjs.cts"],
+    };
+    writeFileSync(path.join(app, "tsconfig.json"), JSON.stringify(tsconfig));
+    const tsc = path.join(pkgDir, "node_modules", "typescript5", "bin", "tsc");
+    const result = await run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: app, env }).then(
+      () => "compiled",
+      (error: { stdout?: string }) => error.stdout ?? String(error),
+    );
+    expect(result).toBe("compiled");
+  }, 60_000);
 });
