@@ -5,7 +5,7 @@
  * of it from `import` and from `require`, each verifying a webhook signed by the dispatcher's code.
  */
 import { execFile } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -18,6 +18,7 @@ const { NODE_OPTIONS: _vmModules, ...env } = process.env;
 
 let work: string;
 let tarball: string;
+let app: string;
 
 beforeAll(async () => {
   work = mkdtempSync(path.join(tmpdir(), "botdir-sdk-pack-"));
@@ -26,7 +27,16 @@ beforeAll(async () => {
   const file = readdirSync(work).find((f) => f.endsWith(".tgz"));
   if (!file) throw new Error(`pnpm pack left no tarball in ${work}`);
   tarball = path.join(work, file);
-}, 120_000);
+  // An owner's project: the tarball installed alone into an empty directory outside the workspace.
+  app = path.join(work, "app");
+  mkdirSync(app);
+  writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "owner-bot", private: true }));
+  // An empty npm cache of its own: nothing can come from a registry or an earlier download.
+  await run("npm", ["install", tarball, "--offline", "--no-audit", "--no-fund", "--ignore-scripts"], {
+    cwd: app,
+    env: { ...env, npm_config_cache: path.join(work, "npm-cache") },
+  });
+}, 180_000);
 
 afterAll(() => {
   if (work) rmSync(work, { recursive: true, force: true });
@@ -46,14 +56,6 @@ describe("the packed @botdir/sdk", () => {
   }, 60_000);
 
   it("when the tarball is installed into an empty directory offline, then it has no dependencies and works from import and require", async () => {
-    const app = path.join(work, "app");
-    await run("mkdir", ["-p", app]);
-    writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "owner-bot", private: true }));
-    // An empty npm cache of its own: nothing can come from a registry or an earlier download.
-    await run("npm", ["install", tarball, "--offline", "--no-audit", "--no-fund", "--ignore-scripts"], {
-      cwd: app,
-      env: { ...env, npm_config_cache: path.join(work, "npm-cache") },
-    });
     // Only the SDK itself was installed (npm's own ".package-lock.json" aside).
     const installed = readdirSync(path.join(app, "node_modules")).filter((f) => !f.startsWith("."));
     expect(installed).toEqual(["@botdir"]);
@@ -101,7 +103,6 @@ describe("the packed @botdir/sdk", () => {
   }, 120_000);
 
   it("when a TypeScript project uses the installed package from ESM and CommonJS, then the contract's types reach it", async () => {
-    const app = path.join(work, "app"); // installed by the test above
     const use = `
       const client = new BotDirClient({ baseUrl: "https://botdir.example", token: "t", botId: "123456789012345678" });
       export async function perks(userId: string): Promise<string[]> {
