@@ -1,11 +1,20 @@
 /**
- * The published package as an owner gets it: build, `pnpm pack`, the ecosystem's packaging linters
- * on the tarball (publint, @arethetypeswrong/cli), then an install of the tarball alone into an
- * empty directory outside the workspace (offline: the package has no dependencies) and a real use
- * of it from `import` and from `require`, each verifying a webhook signed by the dispatcher's code.
+ * The published package as an owner gets it: the build's dist/ packed by `pnpm pack`, the
+ * ecosystem's packaging linters on the tarball (publint, @arethetypeswrong/cli), then an install of
+ * the tarball alone into an empty directory outside the workspace (offline: the package has no
+ * dependencies) and a real use of it from `import` and from `require`, each verifying a webhook
+ * signed by the dispatcher's code, and from a strict TypeScript project.
  */
 import { execFile } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -22,7 +31,13 @@ let app: string;
 
 beforeAll(async () => {
   work = mkdtempSync(path.join(tmpdir(), "botdir-sdk-pack-"));
-  await run(process.execPath, ["scripts/build.mjs"], { cwd: pkgDir, env });
+  // dist/ is turbo's `build` task, which `test` depends on (building here would rewrite dist/ while
+  // other suites that import the SDK run).
+  if (!existsSync(path.join(pkgDir, "dist", "index.cjs"))) {
+    throw new Error(
+      "packages/sdk/dist is missing: run `pnpm --filter @botdir/sdk build` (turbo's test does)",
+    );
+  }
   await run("pnpm", ["pack", "--pack-destination", work], { cwd: pkgDir, env });
   const file = readdirSync(work).find((f) => f.endsWith(".tgz"));
   if (!file) throw new Error(`pnpm pack left no tarball in ${work}`);
