@@ -78,9 +78,11 @@ function receiver(options: WebhookReceiverOptions) {
     }
     // Test events and kinds this receiver does not handle are acknowledged and ignored.
     if (verified.event.event !== "vote.create") return { status: 204 };
+    // A legacy request without X-Webhook-Delivery is keyed on the vote itself, as the spec allows.
+    const key = verified.deliveryId || `${verified.event.user_id}@${verified.event.voted_at}`;
     let first: boolean;
     try {
-      first = await seen.add(verified.deliveryId);
+      first = await seen.add(key);
     } catch {
       // Without the store a repeat cannot be told from a first delivery: let the directory retry.
       return { status: 503, error: "The delivery could not be recorded; retry later." };
