@@ -114,6 +114,8 @@ describe("BotDirClient against the real API", () => {
       nextVoteAt: new Date(Date.parse(votedAt) + 12 * 3_600_000).toISOString(),
     });
     expect(await sdk.hasVoted(voter)).toBe(true);
+    // The base other directories' clients are given works too.
+    expect(await client(bot, { baseUrl: `${api.base}/api/v1/` }).hasVoted(voter)).toBe(true);
     expect(await sdk.hasVoted(randomUserId())).toBe(false);
     expect(await sdk.votes({ limit: 5 })).toEqual([{ user_id: voter, voted_at: votedAt }]);
   });

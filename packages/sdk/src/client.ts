@@ -12,7 +12,7 @@ import { ApiError } from "./errors.js";
 import { type RetryOptions, type RetryPolicy, retryDelay, retryPolicy } from "./retry.js";
 
 export interface BotDirClientOptions {
-  /** The service's base address, e.g. `https://botdir.example`; paths start with `/api/v1`. */
+  /** The service's base address, e.g. `https://botdir.example` (a trailing `/api/v1` is accepted too). */
   baseUrl: string;
   /** The bot's API token (shown once on the bot's edit page). */
   token: string;
@@ -51,7 +51,9 @@ export class BotDirClient {
     if (!options.token) throw new TypeError("token is required");
     if (!options.botId) throw new TypeError("botId is required");
     this.botId = options.botId;
-    this.#base = `${options.baseUrl.replace(/\/+$/, "")}/api/v1/bots/${encodeURIComponent(options.botId)}`;
+    // Other directories' clients are configured with the `/api/v1` base; both spellings work here.
+    const base = options.baseUrl.replace(/\/+$/, "").replace(/\/api\/v1$/, "");
+    this.#base = `${base}/api/v1/bots/${encodeURIComponent(options.botId)}`;
     this.#token = options.token;
     this.#fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.#policy = retryPolicy(options.retry);
