@@ -43,7 +43,7 @@ export interface WebhookReceiverOptions {
   seen?: SeenStore;
   /** See `verifyWebhook` (default 300). */
   toleranceSeconds?: number;
-  /** Failures of `onVote` (default: `console.error`). */
+  /** Failures of `onVote`, and (node handler) of a request that could not be handled (default: `console.error`). */
   onError?: (error: unknown, delivery: { deliveryId: string }) => void;
   /** Largest body read (default 64 KiB); a longer one is answered 413. */
   maxBodyBytes?: number;
@@ -99,10 +99,16 @@ function receiver(options: WebhookReceiverOptions) {
       .then(() => options.onVote(vote.event, delivery))
       .then(
         () => undefined,
-        (error: unknown) => onError(error, delivery),
+        (error: unknown) => {
+          try {
+            onError(error, delivery);
+          } catch {
+            // A failing hook must not become an unhandled rejection in the receiver's process.
+          }
+        },
       );
   };
-  return { answer, handOver, maxBody: options.maxBodyBytes ?? DEFAULT_MAX_BODY };
+  return { answer, handOver, onError, maxBody: options.maxBodyBytes ?? DEFAULT_MAX_BODY };
 }
 
 /** The parts of a `node:http` IncomingMessage (or an Express request) the adapters use. */
@@ -185,7 +191,7 @@ export function nodeWebhook(
   return (req, res) => {
     handleNode(r, req, res).catch((error: unknown) => {
       if (!res.headersSent) send(res, { status: 500, error: "The webhook could not be handled." });
-      options.onError?.(error, { deliveryId: "" });
+      r.onError(error, { deliveryId: "" });
     });
   };
 }
