@@ -126,6 +126,26 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
+/**
+ * This test file's stack: started before its tests (beforeAll, with a deadline for a loaded
+ * machine) and stopped after them (afterAll); read it inside tests.
+ */
+export function useStack(options: StackOptions = {}): Stack {
+  let started: Stack | undefined;
+  beforeAll(async () => {
+    started = await startStack(options);
+  }, 180_000);
+  afterAll(async () => {
+    await started?.stop();
+  });
+  return new Proxy({} as Stack, {
+    get(_target, key) {
+      if (!started) throw new Error("the stack is read outside a test");
+      return Reflect.get(started, key);
+    },
+  });
+}
+
 const APPS: AppName[] = ["api", "vote-ingest", "webhook-dispatcher"];
 
 /** Starts the full stack; call `stop()` in afterAll. */

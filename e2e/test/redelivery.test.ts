@@ -7,18 +7,14 @@
  */
 import { randomUserId } from "@botdir/db/testing";
 import { call, waitFor } from "../src/processes.js";
-import { type Stack, startStack } from "../src/stack.js";
+import { useStack } from "../src/stack.js";
 
 /** The receiver answers 500 until a test makes it healthy. */
 let healthy = false;
-let stack: Stack;
-beforeAll(async () => {
-  stack = await startStack({
-    privateRedis: true,
-    reply: (req) => (req.path === "/hang" ? "hang" : { status: healthy ? 204 : 500 }),
-  });
-}, 180_000);
-afterAll(() => stack?.stop());
+const stack = useStack({
+  privateRedis: true,
+  reply: (req) => (req.path === "/hang" ? "hang" : { status: healthy ? 204 : 500 }),
+});
 
 async function stateOf(botId: string) {
   const [delivery] = await stack.deliveries(botId);

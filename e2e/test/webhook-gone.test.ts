@@ -6,19 +6,15 @@
  */
 import { randomUserId } from "@botdir/db/testing";
 import { call, waitFor } from "../src/processes.js";
-import { type Stack, startStack } from "../src/stack.js";
+import { useStack } from "../src/stack.js";
 
 /** The receiver answers 410 until the owner has fixed it. */
 let status = 410;
-let stack: Stack;
-beforeAll(async () => {
-  stack = await startStack({
-    privateRedis: true,
-    replicas: { api: 0 },
-    reply: (req) => ({ status: req.path === "/sentinel" ? 500 : status }),
-  });
-}, 180_000);
-afterAll(() => stack?.stop());
+const stack = useStack({
+  privateRedis: true,
+  replicas: { api: 0 },
+  reply: (req) => ({ status: req.path === "/sentinel" ? 500 : status }),
+});
 
 const listing = async (botId: string) =>
   (

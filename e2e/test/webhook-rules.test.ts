@@ -9,23 +9,19 @@ import { createHmac, randomBytes } from "node:crypto";
 import { createSecretBox } from "@botdir/db";
 import { randomUserId } from "@botdir/db/testing";
 import { waitFor } from "../src/processes.js";
-import { type Stack, startStack } from "../src/stack.js";
+import { useStack } from "../src/stack.js";
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await startStack({
-    privateRedis: true,
-    replicas: { api: 0 },
-    reply: (req) => (req.path === "/dead" ? { status: 500 } : { status: 204 }),
-    env: {
-      WEBHOOK_DISABLE_AFTER_MS: "1000",
-      WEBHOOK_DISABLE_MIN_DELIVERIES: "2",
-      // Five attempts over 2.8 s: the 1 s streak is reached while the deliveries still have attempts.
-      WEBHOOK_RETRY_DELAYS_MS: "700,700,700,700",
-    },
-  });
-}, 180_000);
-afterAll(() => stack?.stop());
+const stack = useStack({
+  privateRedis: true,
+  replicas: { api: 0 },
+  reply: (req) => (req.path === "/dead" ? { status: 500 } : { status: 204 }),
+  env: {
+    WEBHOOK_DISABLE_AFTER_MS: "1000",
+    WEBHOOK_DISABLE_MIN_DELIVERIES: "2",
+    // Five attempts over 2.8 s: the 1 s streak is reached while the deliveries still have attempts.
+    WEBHOOK_RETRY_DELAYS_MS: "700,700,700,700",
+  },
+});
 
 describe("a dead endpoint", () => {
   it("when every attempt to a webhook fails for WEBHOOK_DISABLE_AFTER_MS across enough deliveries, then the dispatcher disables it, ends its pending deliveries failed, and a later vote sends nothing", async () => {

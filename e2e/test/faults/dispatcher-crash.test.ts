@@ -5,19 +5,15 @@
  */
 import { randomUserId } from "@botdir/db/testing";
 import { type AppProcess, waitFor } from "../../src/processes.js";
-import { type Stack, startStack } from "../../src/stack.js";
+import { useStack } from "../../src/stack.js";
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await startStack({
-    privateRedis: true,
-    replicas: { api: 0, "webhook-dispatcher": 0 },
-    // The first request of each path hangs (the dispatcher is killed while waiting); later ones 204.
-    reply: (_req, n) => (n === 1 ? "hang" : { status: 204 }),
-    env: { WEBHOOK_TIMEOUT_MS: "3000" },
-  });
-}, 180_000);
-afterAll(() => stack?.stop());
+const stack = useStack({
+  privateRedis: true,
+  replicas: { api: 0, "webhook-dispatcher": 0 },
+  // The first request of each path hangs (the dispatcher is killed while waiting); later ones 204.
+  reply: (_req, n) => (n === 1 ? "hang" : { status: 204 }),
+  env: { WEBHOOK_TIMEOUT_MS: "3000" },
+});
 
 // Each test runs its own dispatchers; none may outlive it and take the next test's jobs.
 const dispatchers: AppProcess[] = [];

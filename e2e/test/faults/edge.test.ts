@@ -8,22 +8,18 @@ import { connect } from "node:net";
 import { randomUserId } from "@botdir/db/testing";
 import { Redis } from "ioredis";
 import { call, waitFor } from "../../src/processes.js";
-import { type Stack, startStack } from "../../src/stack.js";
+import { useStack } from "../../src/stack.js";
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await startStack({
-    privateRedis: true,
-    // Timeouts far above what a request takes on a loaded machine, so only the slow-header client
-    // below meets one.
-    env: {
-      HTTP_KEEP_ALIVE_TIMEOUT_MS: "500",
-      HTTP_HEADERS_TIMEOUT_MS: "5000",
-      HTTP_REQUEST_TIMEOUT_MS: "30000",
-    },
-  });
-}, 180_000);
-afterAll(() => stack?.stop());
+const stack = useStack({
+  privateRedis: true,
+  // Timeouts far above what a request takes on a loaded machine, so only the slow-header client
+  // below meets one.
+  env: {
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: "500",
+    HTTP_HEADERS_TIMEOUT_MS: "5000",
+    HTTP_REQUEST_TIMEOUT_MS: "30000",
+  },
+});
 
 const randomToken = () => randomBytes(32).toString("base64url");
 

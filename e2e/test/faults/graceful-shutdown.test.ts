@@ -6,13 +6,9 @@
 import http from "node:http";
 import { randomUserId, seedBot } from "@botdir/db/testing";
 import { call, waitFor } from "../../src/processes.js";
-import { type Stack, startStack } from "../../src/stack.js";
+import { useStack } from "../../src/stack.js";
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await startStack({ replicas: { "webhook-dispatcher": 0 } });
-}, 180_000);
-afterAll(() => stack?.stop());
+const stack = useStack({ replicas: { "webhook-dispatcher": 0 } });
 
 /**
  * Starts a POST whose body is sent in two halves: the first half once the server has read the

@@ -9,16 +9,12 @@ import { randomUserId } from "@botdir/db/testing";
 import { DEFAULT_QUEUE_PREFIX, QUEUES } from "@botdir/schema";
 import { Redis } from "ioredis";
 import { freePort, waitFor } from "../../src/processes.js";
-import { castVote, type Stack, startStack } from "../../src/stack.js";
+import { castVote, useStack } from "../../src/stack.js";
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await startStack({
-    privateRedis: true,
-    replicas: { api: 0, "vote-ingest": 0, "webhook-dispatcher": 0 },
-  });
-}, 180_000);
-afterAll(() => stack?.stop());
+const stack = useStack({
+  privateRedis: true,
+  replicas: { api: 0, "vote-ingest": 0, "webhook-dispatcher": 0 },
+});
 
 describe("vote-ingest SIGKILLed between commit and hand-off", () => {
   it("when the process dies after the 201 and before any hand-off, then the restarted vote-ingest's outbox relay hands the delivery off and it is delivered once", async () => {

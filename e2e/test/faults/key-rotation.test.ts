@@ -10,19 +10,14 @@ import { promisify } from "node:util";
 import { createSecretBox, keyIdOf } from "@botdir/db";
 import { randomUserId } from "@botdir/db/testing";
 import { type AppProcess, baseEnv, call, REPO_ROOT, startApp, waitFor } from "../../src/processes.js";
-import { castVote, type Stack, startStack } from "../../src/stack.js";
+import { castVote, useStack } from "../../src/stack.js";
 
 const newKey = randomBytes(32);
-let stack: Stack; // stack.keys.encryptionKey is the old key
+const stack = useStack({
+  privateRedis: true,
+  replicas: { api: 0, "vote-ingest": 0, "webhook-dispatcher": 0 },
+}); // stack.keys.encryptionKey is the old key
 let apps: AppProcess[] = [];
-
-beforeAll(async () => {
-  stack = await startStack({
-    privateRedis: true,
-    replicas: { api: 0, "vote-ingest": 0, "webhook-dispatcher": 0 },
-  });
-}, 180_000);
-afterAll(() => stack?.stop());
 
 /** The environment with exactly the given key variable(s) (the stack default is SECRET_ENCRYPTION_KEY). */
 function envWith(keyVars: Record<string, string>): Record<string, string> {

@@ -5,13 +5,9 @@
  */
 import { randomUserId } from "@botdir/db/testing";
 import { call, waitFor } from "../../src/processes.js";
-import { type Stack, startStack } from "../../src/stack.js";
+import { useStack } from "../../src/stack.js";
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await startStack({ privateRedis: true });
-}, 180_000);
-afterAll(() => stack?.stop());
+const stack = useStack({ privateRedis: true });
 
 interface Sample {
   path: string;
