@@ -14,7 +14,8 @@ import {
   testRedisPrefix,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { connectRedis } from "@botdir/service-kit/testing";
+import { createRedis, parseClusterNodes, type RedisClient } from "@botdir/service-kit";
+import { connectRedis, redisReady } from "@botdir/service-kit/testing";
 import type { Redis } from "ioredis";
 import { type AppName, type AppProcess, call, freshKeys, startApp, stopAll } from "./processes.js";
 import { type ReceivedRequest, type Receiver, type Reply, startReceiver } from "./receivers.js";
@@ -218,21 +219,32 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
 }
 
 /**
+ * A fail-fast connection to the shared Redis as the apps make it: the Redis Cluster in a
+ * distributed run (`pnpm test:distributed`), the single server otherwise. Ready when returned.
+ */
+export async function connectSharedRedis(): Promise<RedisClient> {
+  const nodes = testRedisClusterNodes();
+  const client = createRedis(
+    { url: testRedisUrl(), clusterNodes: nodes ? (parseClusterNodes(nodes) ?? undefined) : undefined },
+    "fail-fast",
+  );
+  await redisReady(client);
+  return client;
+}
+
+/**
  * The stores of a test that runs apps in-process: its own database (TestDatabase's fields and
  * drop) and a fail-fast connection to the shared Redis, ready, with a key prefix of its own.
  */
 export interface TestStores extends TestDatabase {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   /** Disconnects Redis and drops the database. */
   close(): Promise<void>;
 }
 
 export async function startStores(): Promise<TestStores> {
-  const [t, redis] = await Promise.all([
-    createTestDatabase(),
-    connectRedis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 }),
-  ]);
+  const [t, redis] = await Promise.all([createTestDatabase(), connectSharedRedis()]);
   return {
     ...t,
     redis,

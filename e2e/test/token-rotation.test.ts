@@ -7,10 +7,10 @@ import { randomBytes } from "node:crypto";
 import type { RequestListener } from "node:http";
 import { createSecretBox } from "@botdir/db";
 import { randomBotId } from "@botdir/db/testing";
+import type { RedisClient } from "@botdir/service-kit";
 import { ManualClock } from "@botdir/service-kit";
 import { silentLogger } from "@botdir/service-kit/testing";
 import type { Express } from "express";
-import type { Redis } from "ioredis";
 import request from "supertest";
 import { createApp as createApiApp } from "../../apps/api/src/app.js";
 import { createApp as createIngestApp } from "../../apps/vote-ingest/src/app.js";
@@ -18,7 +18,7 @@ import { startStores, type TestStores } from "../src/stack.js";
 
 const KEY = randomBytes(24).toString("base64url");
 let t: TestStores;
-let redis: Redis;
+let redis: RedisClient;
 let api: RequestListener;
 let ingest: Express;
 

@@ -5,10 +5,10 @@
 
 import type { RequestListener } from "node:http";
 import { randomUserId, seedBot } from "@botdir/db/testing";
+import type { RedisClient } from "@botdir/service-kit";
 import { ManualClock } from "@botdir/service-kit";
 import { silentLogger } from "@botdir/service-kit/testing";
 import type { Express } from "express";
-import type { Redis } from "ioredis";
 import request from "supertest";
 import { createApp as createApi } from "../../apps/api/src/app.js";
 import { createApp as createIngest } from "../../apps/vote-ingest/src/app.js";
@@ -18,7 +18,7 @@ import { startStores, type TestStores } from "../src/stack.js";
 const KEY = "e2e-internal-key-0123456789abcdef";
 
 let t: TestStores;
-let redis: Redis;
+let redis: RedisClient;
 let queue: DeliveryQueue;
 let clock: ManualClock;
 let ingest: Express;

@@ -5,9 +5,9 @@
  * the JSON error body, and nothing is ever a 5xx. Seeded: FUZZ_SEED / FUZZ_RUNS reproduce a run.
  */
 import { randomBotId, randomUserId, seedBot } from "@botdir/db/testing";
+import type { RedisClient } from "@botdir/service-kit";
 import { systemClock } from "@botdir/service-kit";
 import fc from "fast-check";
-import type { Redis } from "ioredis";
 import { createApp } from "../../../apps/api/src/app.js";
 import {
   authorization,
@@ -28,7 +28,7 @@ import {
 import { startStores, type TestStores } from "../../src/stack.js";
 
 let t: TestStores;
-let redis: Redis;
+let redis: RedisClient;
 let served: Served;
 let own: { id: string; token: string };
 let other: { id: string; token: string };

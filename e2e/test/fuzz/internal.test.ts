@@ -6,9 +6,9 @@
 import { randomBytes } from "node:crypto";
 import { createSecretBox } from "@botdir/db";
 import { randomBotId, randomUserId, seedBot } from "@botdir/db/testing";
+import type { RedisClient } from "@botdir/service-kit";
 import { systemClock } from "@botdir/service-kit";
 import fc from "fast-check";
-import type { Redis } from "ioredis";
 import { createApp } from "../../../apps/vote-ingest/src/app.js";
 import {
   body,
@@ -31,7 +31,7 @@ import { startStores, type TestStores } from "../../src/stack.js";
 const KEY = `ik_${randomBytes(16).toString("hex")}`;
 
 let t: TestStores;
-let redis: Redis;
+let redis: RedisClient;
 let served: Served;
 // Fixed before the arbitraries are built: an approved bot, a pending one, and an unknown id.
 const APPROVED = randomBotId();
