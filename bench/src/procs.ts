@@ -1,5 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import { connect } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -120,22 +121,63 @@ export function cpuSeconds(pid: number | undefined): number {
 }
 
 /**
- * CPU seconds of every process whose command name is `comm` (e.g. all PostgreSQL backends),
- * including the children they have reaped (the postmaster's cutime/cstime holds the CPU of
- * backends that exited, say when a pool closes idle connections, so the sum never goes down).
+ * CPU seconds (user + system) of the PostgreSQL processes working for `database`: its backends
+ * (the process title names the database: "postgres: <cluster>: <user> <database> <host> <state>")
+ * and the cluster's WAL writer, checkpointer and background writer. Other databases' backends are
+ * left out: the server is shared with other users of this machine, whose tests would otherwise
+ * count as ours. A backend of ours that exits between two readings takes its CPU since the first
+ * with it (the apps' pools keep their connections while loaded, so this is rare and small).
  */
-export function cpuSecondsOf(comm: string): number {
+export function postgresCpuSeconds(database: string): number {
   let total = 0;
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() !== comm) continue;
-      total += ticks(statFields(Number(entry)), 11, 12, 13, 14); // utime, stime, cutime, cstime
+      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() !== "postgres") continue;
+      const title = readFileSync(`/proc/${entry}/cmdline`, "utf8");
+      const ours =
+        title.includes(` ${database} `) || / (walwriter|checkpointer|background writer)\b/.test(title);
+      if (ours) total += ticks(statFields(Number(entry)), 11, 12); // utime, stime
     } catch {
       // process went away
     }
   }
   return total;
+}
+
+/** One Redis command over RESP (the bench has no Redis client of its own); the raw reply. */
+export function redisCommand(url: string, ...args: string[]): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    let reply = "";
+    const socket = connect(Number(port), hostname, () => {
+      socket.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join("")}`);
+    });
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => {
+      reply += chunk;
+      // A bulk string ("$<length>\r\n<bytes>\r\n") may come in several chunks; anything else in one.
+      const bulk = /^\$(\d+)\r\n/.exec(reply);
+      if (bulk && Buffer.byteLength(reply) < bulk[0].length + Number(bulk[1]) + 2) return;
+      socket.end();
+      resolve(reply);
+    });
+    socket.once("error", reject);
+  });
+}
+
+/**
+ * Calls per command so far (`INFO commandstats`: commands a client sent and the commands its Lua
+ * scripts ran, each under its own name; EVALSHA counts the script calls).
+ */
+export async function redisCommandCalls(url: string): Promise<Record<string, number>> {
+  const calls: Record<string, number> = {};
+  for (const match of (await redisCommand(url, "INFO", "commandstats")).matchAll(
+    /^cmdstat_([^:]+):calls=(\d+)/gm,
+  )) {
+    calls[match[1] as string] = Number(match[2]);
+  }
+  return calls;
 }
 
 /**
