@@ -40,7 +40,33 @@ export interface Proc {
   stop(): Promise<void>;
 }
 
-/** Starts `node --import tsx <entry>` (APP_NODE) with env; resolves when `ready()` says so. */
+/**
+ * How the apps and the floor run: "bundle" (default) as the production image runs them, `node
+ * dist/main.js` built by scripts/build-app.mjs (esbuild) at the start of the run; "source"
+ * (BENCH_APPS=source) from their TypeScript through tsx, whose loader and esbuild's keepNames
+ * wrappers production does not pay.
+ */
+export const APPS_FROM = process.env.BENCH_APPS === "source" ? "source" : "bundle";
+
+/**
+ * The file to start for `entry` (a package's TypeScript entry, e.g. "apps/api/src/main.ts"):
+ * under "bundle", builds it into that package's dist/ (one esbuild run) and returns the bundle.
+ */
+export function appEntry(entry: string): string {
+  if (APPS_FROM === "source") return entry;
+  const [packageDir, source] = entry.split("/src/") as [string, string];
+  const name = path.basename(source, ".ts");
+  execFileSync(process.execPath, [path.join(ROOT, "scripts/build-app.mjs"), `${name}=src/${source}`], {
+    cwd: path.join(ROOT, packageDir),
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  return `${packageDir}/dist/${name}.js`;
+}
+
+/**
+ * Starts `node <entry>` (a bundle, see appEntry) or `node --import tsx <entry>` (TypeScript) under
+ * APP_NODE with env.
+ */
 export async function startNode(
   name: string,
   entry: string,
@@ -48,7 +74,8 @@ export async function startNode(
   args: string[] = [],
   nodeArgs: string[] = [],
 ): Promise<Proc> {
-  const child = spawn(APP_NODE, [...nodeArgs, "--import", "tsx", path.join(ROOT, entry), ...args], {
+  const loader = entry.endsWith(".ts") ? ["--import", "tsx"] : [];
+  const child = spawn(APP_NODE, [...nodeArgs, ...loader, path.resolve(ROOT, entry), ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -120,16 +147,18 @@ export function cpuSeconds(pid: number | undefined): number {
   }
 }
 
+/** CPU seconds (user + system) so far of each process of a group, by pid. */
+export type CpuByPid = Map<number, number>;
+
 /**
- * CPU seconds (user + system) of the PostgreSQL processes working for `database`: its backends
- * (the process title names the database: "postgres: <cluster>: <user> <database> <host> <state>")
- * and the cluster's WAL writer, checkpointer and background writer. Other databases' backends are
- * left out: the server is shared with other users of this machine, whose tests would otherwise
- * count as ours. A backend of ours that exits between two readings takes its CPU since the first
- * with it (the apps' pools keep their connections while loaded, so this is rare and small).
+ * CPU seconds of the PostgreSQL processes working for `database`, by pid: its backends (the
+ * process title names the database: "postgres: <cluster>: <user> <database> <host> <state>") and
+ * the cluster's WAL writer, checkpointer and background writer. Other databases' backends are left
+ * out: the server is shared with other users of this machine, whose tests would otherwise count as
+ * ours. Compare two readings with cpuSecondsBetween.
  */
-export function postgresCpuSeconds(database: string): number {
-  let total = 0;
+export function postgresCpu(database: string): CpuByPid {
+  const byPid: CpuByPid = new Map();
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
@@ -137,11 +166,22 @@ export function postgresCpuSeconds(database: string): number {
       const title = readFileSync(`/proc/${entry}/cmdline`, "utf8");
       const ours =
         title.includes(` ${database} `) || / (walwriter|checkpointer|background writer)\b/.test(title);
-      if (ours) total += ticks(statFields(Number(entry)), 11, 12); // utime, stime
+      if (ours) byPid.set(Number(entry), ticks(statFields(Number(entry)), 11, 12)); // utime, stime
     } catch {
       // process went away
     }
   }
+  return byPid;
+}
+
+/**
+ * CPU seconds a group used between two readings: each process's growth, a process that started
+ * in between counting from zero. One that exited in between takes its CPU since the first reading
+ * with it (a pool closing an idle connection; rare while loaded, and small).
+ */
+export function cpuSecondsBetween(before: CpuByPid, after: CpuByPid): number {
+  let total = 0;
+  for (const [pid, seconds] of after) total += seconds - (before.get(pid) ?? 0);
   return total;
 }
 

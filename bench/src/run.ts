@@ -11,6 +11,7 @@ import { cpus } from "node:os";
 import path from "node:path";
 import { appNodeVersion, ROOT } from "./procs.js";
 import { headlineOf, printReport } from "./report.js";
+import { drain } from "./scenarios/drain.js";
 import { hostile } from "./scenarios/hostile.js";
 import { webhookMix } from "./scenarios/mix.js";
 import { hotPaths } from "./scenarios/paths.js";
@@ -41,6 +42,14 @@ async function main(): Promise<void> {
           drainVotes: Number(process.env.BENCH_HOSTILE_DRAIN_VOTES ?? 5_000),
         })
       : null;
+    // Only when asked for by name: builds of the dispatcher compared on a full queue.
+    const drainResult = settings.only?.includes("drain")
+      ? await drain(stack, settings, {
+          builds: process.env.BENCH_DRAIN_BUILDS?.split(",").filter(Boolean) ?? [undefined],
+          rounds: Number(process.env.BENCH_DRAIN_ROUNDS ?? 3),
+          votes: Number(process.env.BENCH_DRAIN_VOTES ?? 5_000),
+        })
+      : null;
     await stack.stopDispatchers();
 
     const report = {
@@ -61,6 +70,7 @@ async function main(): Promise<void> {
       },
       webhookMix: mix,
       hostile: hostileResult,
+      ...(drainResult ? { drain: drainResult } : {}),
       memoryMb: stack.memory(),
       durationS: Math.round((Date.now() - startedAt) / 1000),
     };

@@ -9,6 +9,8 @@ import { createSecretBox, hashToken, migrate } from "@botdir/db";
 import pg from "pg";
 import { seedDeliveryHistory, seedPipelineBots } from "./pipeline.js";
 import {
+  APPS_FROM,
+  appEntry,
   appNodeArgs,
   freePort,
   type Proc,
@@ -142,8 +144,11 @@ export interface Stack {
   ingestPid: () => number | undefined;
   /** Prometheus endpoint of the first dispatcher (whichever is running). */
   dispatcherMetricsUrl: string;
-  /** Stops every running dispatcher, then starts `n` (the first with BENCH_PROFILE's flags). */
-  startDispatchers(n: number): Promise<Proc[]>;
+  /**
+   * Stops every running dispatcher, then starts `n` (the first with BENCH_PROFILE's flags), from
+   * `entry` when given (another build of the dispatcher: the drain scenario compares builds).
+   */
+  startDispatchers(n: number, entry?: string): Promise<Proc[]>;
   stopDispatchers(): Promise<void>;
   /** RSS samples (MB) of every app, one a second since the start. */
   memory(): Record<string, { max: number; first: number; last: number; samples: number }>;
@@ -209,23 +214,32 @@ export async function startStack(): Promise<Stack> {
         ? ["--cpu-prof", `--cpu-prof-dir=${path.join(ROOT, "bench/results/profiles")}`]
         : []),
     ];
+    const entries = {
+      floor: appEntry("bench/src/floor.ts"),
+      api: appEntry("apps/api/src/main.ts"),
+      ingest: appEntry("apps/vote-ingest/src/main.ts"),
+      dispatcher: appEntry("apps/webhook-dispatcher/src/main.ts"),
+    };
+    log(
+      `apps run ${APPS_FROM === "bundle" ? "as bundles (node dist/main.js, like the image)" : "from source (tsx)"}`,
+    );
     const floor = await startNode(
       "floor",
-      "bench/src/floor.ts",
+      entries.floor,
       { LOG_LEVEL: env.LOG_LEVEL },
       [String(floorPort)],
       nodeArgs,
     );
     const api = await startNode(
       "api",
-      "apps/api/src/main.ts",
+      entries.api,
       { ...env, API_PORT: String(apiPort), METRICS_PORT: String(apiMetricsPort) },
       [],
       profileArgs("api"),
     );
     const ingest = await startNode(
       "vote-ingest",
-      "apps/vote-ingest/src/main.ts",
+      entries.ingest,
       { ...env, INGEST_PORT: String(ingestPort) },
       [],
       profileArgs("vote-ingest"),
@@ -243,12 +257,12 @@ export async function startStack(): Promise<Stack> {
       await Promise.all(dispatchers.map((d) => d.stop()));
       dispatchers = [];
     };
-    const startDispatchers = async (n: number) => {
+    const startDispatchers = async (n: number, entry = entries.dispatcher) => {
       await stopDispatchers();
       for (let i = 0; i < n; i++) {
         const d = await startNode(
           `webhook-dispatcher-${i + 1}`,
-          "apps/webhook-dispatcher/src/main.ts",
+          entry,
           { ...env, DISPATCHER_PORT: String(dispatcherPorts[i]) },
           [],
           i === 0 ? profileArgs("webhook-dispatcher") : nodeArgs,

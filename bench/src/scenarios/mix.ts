@@ -18,7 +18,14 @@
  */
 import { type LoadResult, load } from "../load.js";
 import { MIX_PATH, median, percentile, sleep } from "../pipeline.js";
-import { cpuSeconds, gcSeconds, postgresCpuSeconds, redisCommandCalls } from "../procs.js";
+import {
+  type CpuByPid,
+  cpuSeconds,
+  cpuSecondsBetween,
+  gcSeconds,
+  postgresCpu,
+  redisCommandCalls,
+} from "../procs.js";
 import { log, type Stack } from "../stack.js";
 
 type Build = () => { path: string; headers?: Record<string, string>; body?: string };
@@ -102,7 +109,9 @@ interface Settings {
 
 /** Counters read around a round: CPU seconds, Redis calls, PostgreSQL transactions. */
 interface Reading {
-  cpu: Cpu;
+  /** CPU seconds so far; PostgreSQL's by backend. */
+  cpu: Omit<Cpu, "postgres">;
+  postgres: CpuByPid;
   redis: Record<string, number>;
   transactions: number;
 }
@@ -118,10 +127,10 @@ async function read(stack: Stack, dispatcherPid: number | undefined): Promise<Re
     cpu: {
       ingest: cpuSeconds(stack.ingestPid()),
       dispatcher: cpuSeconds(dispatcherPid),
-      postgres: postgresCpuSeconds(stack.dbName),
       redis: cpuSeconds(stack.redisPid()),
       loadGenerator: cpuSeconds(process.pid),
     },
+    postgres: postgresCpu(stack.dbName),
     redis,
     transactions: Number(tx.rows[0].n),
   };
@@ -133,7 +142,11 @@ const cpuOf = (f: (k: keyof Cpu) => number): Cpu =>
 
 /** CPU µs per vote of each process between two readings. */
 const cpuPerVote = (before: Reading, after: Reading, votes: number): Cpu =>
-  cpuOf((k) => Math.round(((after.cpu[k] - before.cpu[k]) * 1e6) / Math.max(1, votes)));
+  cpuOf((k) => {
+    const seconds =
+      k === "postgres" ? cpuSecondsBetween(before.postgres, after.postgres) : after.cpu[k] - before.cpu[k];
+    return Math.round((seconds * 1e6) / Math.max(1, votes));
+  });
 
 /** Redis calls per vote of each command between two readings (the bench's own INFO left out). */
 function redisPerVote(before: Reading, after: Reading, votes: number): RedisPerVote {

@@ -9,7 +9,7 @@
 import { randomBytes } from "node:crypto";
 import { parseMetrics } from "@botdir/db/testing";
 import { average, type LoadResult, load } from "../load.js";
-import { cpuSeconds, postgresCpuSeconds } from "../procs.js";
+import { cpuSeconds, cpuSecondsBetween, postgresCpu } from "../procs.js";
 import { BOTS, botId, log, type Stack, userId } from "../stack.js";
 
 /** CPU microseconds per request of each process taking part, measured around a round. */
@@ -155,17 +155,18 @@ export async function hotPaths(
 
   const cpuOf = (serverPid: number | undefined) => ({
     server: cpuSeconds(serverPid),
-    postgres: postgresCpuSeconds(stack.dbName),
+    postgres: postgresCpu(stack.dbName),
     redis: cpuSeconds(stack.redisPid()),
     loadGenerator: cpuSeconds(process.pid),
   });
-  const perRequest = (before: CpuShare, after: CpuShare, requests: number): CpuShare => {
-    const us = (k: keyof CpuShare) => Math.round(((after[k] - before[k]) * 1e6) / Math.max(1, requests));
+  type CpuReading = ReturnType<typeof cpuOf>;
+  const perRequest = (before: CpuReading, after: CpuReading, requests: number): CpuShare => {
+    const us = (seconds: number) => Math.round((seconds * 1e6) / Math.max(1, requests));
     return {
-      server: us("server"),
-      postgres: us("postgres"),
-      redis: us("redis"),
-      loadGenerator: us("loadGenerator"),
+      server: us(after.server - before.server),
+      postgres: us(cpuSecondsBetween(before.postgres, after.postgres)),
+      redis: us(after.redis - before.redis),
+      loadGenerator: us(after.loadGenerator - before.loadGenerator),
     };
   };
   const result: PathsResult = {
