@@ -146,9 +146,10 @@ export interface Stack {
   dispatcherMetricsUrl: string;
   /**
    * Stops every running dispatcher, then starts `n` (the first with BENCH_PROFILE's flags), from
-   * `entry` when given (another build of the dispatcher: the drain scenario compares builds).
+   * `entry` when given (another build of the dispatcher: the drain scenario compares builds), with
+   * `env` added to the apps' environment.
    */
-  startDispatchers(n: number, entry?: string): Promise<Proc[]>;
+  startDispatchers(n: number, entry?: string, env?: Record<string, string>): Promise<Proc[]>;
   stopDispatchers(): Promise<void>;
   /** RSS samples (MB) of every app, one a second since the start. */
   memory(): Record<string, { max: number; first: number; last: number; samples: number }>;
@@ -257,13 +258,13 @@ export async function startStack(): Promise<Stack> {
       await Promise.all(dispatchers.map((d) => d.stop()));
       dispatchers = [];
     };
-    const startDispatchers = async (n: number, entry = entries.dispatcher) => {
+    const startDispatchers = async (n: number, entry = entries.dispatcher, extraEnv = {}) => {
       await stopDispatchers();
       for (let i = 0; i < n; i++) {
         const d = await startNode(
           `webhook-dispatcher-${i + 1}`,
           entry,
-          { ...env, DISPATCHER_PORT: String(dispatcherPorts[i]) },
+          { ...env, ...extraEnv, DISPATCHER_PORT: String(dispatcherPorts[i]) },
           [],
           i === 0 ? profileArgs("webhook-dispatcher") : nodeArgs,
         );

@@ -4,8 +4,10 @@
  * filled with `votes` votes of the webhook-mix bots while no dispatcher runs, then one dispatcher
  * drains it; its counters are read at its first delivery (after its start-up) and when every vote
  * has arrived. BENCH_DRAIN_BUILDS (comma-separated dispatcher entries, e.g. bundles of two commits
- * copied out of apps/webhook-dispatcher/dist/) are taken in turn, round after round (A B A B …),
- * so the machine's load falls on each alike; by default the run's own build.
+ * copied out of apps/webhook-dispatcher/dist/, each optionally followed by `?NAME=value&…`: its
+ * environment; `?NAME=value` alone is the run's own build with that environment) are taken in
+ * turn, round after round (A B A B …), so the machine's load falls on each alike; by default the
+ * run's own build.
  */
 import { load } from "../load.js";
 import { MIX_PATH, median, sleep } from "../pipeline.js";
@@ -58,7 +60,9 @@ export async function drain(
         }),
       });
       user += BigInt(options.votes);
-      const pid = (await stack.startDispatchers(1, build))[0]?.child.pid;
+      const [entry, query] = (build ?? "").split("?") as [string, string | undefined];
+      const env = Object.fromEntries(new URLSearchParams(query ?? ""));
+      const pid = (await stack.startDispatchers(1, entry || undefined, env))[0]?.child.pid;
       const deadline = Date.now() + 120_000;
       while (stack.receiver.received(MIX_PATH) === from && Date.now() < deadline) await sleep(5);
       const read = async () => ({
