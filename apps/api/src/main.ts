@@ -1,13 +1,5 @@
 import { createDb } from "@botdir/db";
-import {
-  createRedis,
-  databaseOf,
-  httpTimeoutsOf,
-  loggerOptions,
-  redisTargetOf,
-  serve,
-  systemClock,
-} from "@botdir/service-kit";
+import { connectionsOf, createRedis, loggerOptions, serve, systemClock } from "@botdir/service-kit";
 import { pino } from "pino";
 import { createApp } from "./app.js";
 import { loadEnv } from "./env.js";
@@ -16,13 +8,11 @@ import { createTokenSet } from "./services/token-set.js";
 
 const env = loadEnv();
 const logger = pino(loggerOptions("api", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
-const db = createDb({
-  ...databaseOf(env),
-  onPreparedStatementsOff: (reason) => logger.warn({ event: "prepared_statements_off" }, reason),
-});
+const connections = connectionsOf(env, logger);
+const db = createDb(connections.database);
 // Fail fast while Redis is down (the limiter fails open) instead of queueing commands. No
 // auto-pipelining: the limiter already sends one command per batch of requests (createBatcher).
-const redis = createRedis(redisTargetOf(env), "fail-fast");
+const redis = createRedis(connections.redis, "fail-fast");
 
 // The valid token hashes, on a connection of their own held for LISTEN (not one of the pool's, so
 // requests keep all DB_POOL_MAX): unknown tokens are refused with no I/O once it is loaded (until
@@ -40,7 +30,7 @@ const service = await serve({
   logger,
   app: createApp({ db, redis, clock: systemClock, logger, metrics, tokens }),
   port: env.API_PORT,
-  timeouts: httpTimeoutsOf(env),
+  timeouts: connections.httpTimeouts,
   readiness: { postgres: () => db.pool.query("SELECT 1") },
   extra: [{ name: "metrics", app: createMetricsApp(metrics.registry, logger), port: env.METRICS_PORT }],
 });

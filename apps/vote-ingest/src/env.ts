@@ -1,5 +1,12 @@
 import { DEFAULT_QUEUE_PREFIX } from "@botdir/schema";
-import { checkHttpTimeouts, checkKeyRing, EnvFields, loadEnvOrExit, parseEnv } from "@botdir/service-kit";
+import {
+  checkHttpTimeouts,
+  checkKeyRing,
+  EnvFields,
+  loadEnvOrExit,
+  parseEnv,
+  ServiceEnvFields,
+} from "@botdir/service-kit";
 import { isDnsServerAddress } from "@botdir/webhook-targets";
 import { z } from "zod";
 
@@ -13,19 +20,7 @@ const SecretOverlap = z.coerce
 
 export const IngestEnv = z
   .object({
-    NODE_ENV: EnvFields.NODE_ENV,
-    LOG_LEVEL: EnvFields.LOG_LEVEL,
-    DATABASE_URL: EnvFields.DATABASE_URL,
-    DATABASE_DIRECT_URL: EnvFields.DATABASE_DIRECT_URL,
-    DB_PREPARED_STATEMENTS: EnvFields.DB_PREPARED_STATEMENTS,
-    REDIS_URL: EnvFields.REDIS_URL,
-    REDIS_CLUSTER_NODES: EnvFields.REDIS_CLUSTER_NODES,
-    DB_POOL_MAX: EnvFields.DB_POOL_MAX,
-    DB_CONNECT_TIMEOUT_MS: EnvFields.DB_CONNECT_TIMEOUT_MS,
-    SHUTDOWN_DRAIN_MS: EnvFields.SHUTDOWN_DRAIN_MS,
-    HTTP_KEEP_ALIVE_TIMEOUT_MS: EnvFields.HTTP_KEEP_ALIVE_TIMEOUT_MS,
-    HTTP_HEADERS_TIMEOUT_MS: EnvFields.HTTP_HEADERS_TIMEOUT_MS,
-    HTTP_REQUEST_TIMEOUT_MS: EnvFields.HTTP_REQUEST_TIMEOUT_MS,
+    ...ServiceEnvFields,
     INGEST_PORT: EnvFields.port(3001),
     /** Key the site frontend sends to the internal endpoints; required outside tests. */
     INTERNAL_API_KEY: z
@@ -43,19 +38,10 @@ export const IngestEnv = z
     /** Deadline of the DNS check of a webhook URL being saved (the dispatcher checks again). */
     WEBHOOK_DNS_TIMEOUT_MS: z.coerce.number().int().min(50).max(60_000).default(3_000),
     /** Nameservers for that check instead of /etc/resolv.conf's (comma-separated ip[:port]). */
-    WEBHOOK_DNS_SERVERS: z
-      .string()
-      .transform((v) =>
-        v
-          .split(",")
-          .map((s) => s.trim())
-          .filter((s) => s.length > 0),
-      )
-      .refine(
-        (list) => list.every(isDnsServerAddress),
-        "must be comma-separated IP addresses (optionally :port)",
-      )
-      .optional(),
+    WEBHOOK_DNS_SERVERS: EnvFields.list(
+      isDnsServerAddress,
+      "must be comma-separated IP addresses (optionally :port)",
+    ).optional(),
     /** How often the outbox relay looks for deliveries to hand to the queue. */
     OUTBOX_RELAY_INTERVAL_MS: z.coerce.number().int().min(50).max(600_000).default(1_000),
     /** A pending delivery due this long ago without progress is handed off again (lost job). */

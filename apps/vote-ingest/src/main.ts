@@ -1,13 +1,5 @@
 import { createDb } from "@botdir/db";
-import {
-  createRedis,
-  databaseOf,
-  httpTimeoutsOf,
-  loggerOptions,
-  redisTargetOf,
-  serve,
-  systemClock,
-} from "@botdir/service-kit";
+import { connectionsOf, createRedis, loggerOptions, serve, systemClock } from "@botdir/service-kit";
 import { createDnsResolver } from "@botdir/webhook-targets";
 import { pino } from "pino";
 import { createApp } from "./app.js";
@@ -19,12 +11,10 @@ import { secretBoxFromEnv } from "./services/listings.js";
 
 const env = loadEnv();
 const logger = pino(loggerOptions("vote-ingest", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
-const db = createDb({
-  ...databaseOf(env),
-  onPreparedStatementsOff: (reason) => logger.warn({ event: "prepared_statements_off" }, reason),
-});
+const connections = connectionsOf(env, logger);
+const db = createDb(connections.database);
 // A producer: fail fast while Redis is down (the vote still gets its 201; the relay hands off later).
-const redis = createRedis(redisTargetOf(env), "fail-fast");
+const redis = createRedis(connections.redis, "fail-fast");
 const deliveryQueue = createDeliveryQueue({ db, redis, prefix: env.QUEUE_PREFIX, logger });
 const relay = createOutboxRelay({
   db,
@@ -56,7 +46,7 @@ const service = await serve({
     metrics: createIngestMetrics({ outbox: relay }, { processMetrics: true }),
   }),
   port: env.INGEST_PORT,
-  timeouts: httpTimeoutsOf(env),
+  timeouts: connections.httpTimeouts,
   readiness: { postgres: () => db.pool.query("SELECT 1") },
 });
 logger.info({ port: env.INGEST_PORT }, "vote-ingest listening");

@@ -1,5 +1,11 @@
 import { DEFAULT_QUEUE_PREFIX } from "@botdir/schema";
-import { checkHttpTimeouts, checkKeyRing, EnvFields, loadEnvOrExit } from "@botdir/service-kit";
+import {
+  checkHttpTimeouts,
+  checkKeyRing,
+  EnvFields,
+  loadEnvOrExit,
+  ServiceEnvFields,
+} from "@botdir/service-kit";
 import { isDnsServerAddress } from "@botdir/webhook-targets";
 import { z } from "zod";
 
@@ -9,18 +15,10 @@ const DelayList = z
   .transform((v) => v.split(",").map(Number));
 
 /** WEBHOOK_DNS_SERVERS: comma-separated `ip`, `ip:port`, `[ipv6]:port`; empty = /etc/resolv.conf. */
-const DnsServers = z
-  .string()
-  .transform((v) =>
-    v
-      .split(",")
-      .map((s) => s.trim())
-      .filter((s) => s.length > 0),
-  )
-  .refine(
-    (list) => list.every(isDnsServerAddress),
-    "must be comma-separated IP addresses (optionally :port)",
-  );
+const DnsServers = EnvFields.list(
+  isDnsServerAddress,
+  "must be comma-separated IP addresses (optionally :port)",
+);
 
 /** The DNS deadline must leave the attempt time to connect and be answered. */
 export function checkDnsDeadline(
@@ -38,24 +36,13 @@ export function checkDnsDeadline(
 
 export const DispatcherEnv = z
   .object({
-    NODE_ENV: EnvFields.NODE_ENV,
-    LOG_LEVEL: EnvFields.LOG_LEVEL,
-    DATABASE_URL: EnvFields.DATABASE_URL,
-    DATABASE_DIRECT_URL: EnvFields.DATABASE_DIRECT_URL,
-    DB_PREPARED_STATEMENTS: EnvFields.DB_PREPARED_STATEMENTS,
-    REDIS_URL: EnvFields.REDIS_URL,
-    REDIS_CLUSTER_NODES: EnvFields.REDIS_CLUSTER_NODES,
+    ...ServiceEnvFields,
     /**
      * Each attempt holds a connection twice, briefly (one claim statement, one record statement), so
      * 20 connections keep up with the default 50 attempts in flight; 10 made attempts queue for the
      * pool at ~1,000 deliveries/s. Keep replicas × DB_POOL_MAX within PostgreSQL's max_connections.
      */
     DB_POOL_MAX: EnvFields.DB_POOL_MAX.unwrap().default(20),
-    DB_CONNECT_TIMEOUT_MS: EnvFields.DB_CONNECT_TIMEOUT_MS,
-    SHUTDOWN_DRAIN_MS: EnvFields.SHUTDOWN_DRAIN_MS,
-    HTTP_KEEP_ALIVE_TIMEOUT_MS: EnvFields.HTTP_KEEP_ALIVE_TIMEOUT_MS,
-    HTTP_HEADERS_TIMEOUT_MS: EnvFields.HTTP_HEADERS_TIMEOUT_MS,
-    HTTP_REQUEST_TIMEOUT_MS: EnvFields.HTTP_REQUEST_TIMEOUT_MS,
     DISPATCHER_PORT: EnvFields.port(3002),
     /**
      * Key ring decrypting webhook secrets (every key decrypts; the first is the one vote-ingest

@@ -1,15 +1,6 @@
 import { createDb, createSecretBox } from "@botdir/db";
 import { QUEUES } from "@botdir/schema";
-import {
-  createRedis,
-  databaseOf,
-  httpTimeoutsOf,
-  keyRing,
-  loggerOptions,
-  redisTargetOf,
-  serve,
-  systemClock,
-} from "@botdir/service-kit";
+import { connectionsOf, createRedis, keyRing, loggerOptions, serve, systemClock } from "@botdir/service-kit";
 import { Queue } from "bullmq";
 import { pino } from "pino";
 import { createHttpApp } from "./app.js";
@@ -21,16 +12,14 @@ import { createDispatcherWorker } from "./worker.js";
 
 const env = loadEnv();
 const logger = pino(loggerOptions("webhook-dispatcher", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
-const db = createDb({
-  ...databaseOf(env),
-  onPreparedStatementsOff: (reason) => logger.warn({ event: "prepared_statements_off" }, reason),
-});
+const connections = connectionsOf(env, logger);
+const db = createDb(connections.database);
 // BullMQ needs maxRetriesPerRequest: null on worker connections; auto-pipelining stays off so
 // blocking commands and Lua scripts are not batched behind each other.
-const redis = createRedis(redisTargetOf(env), "worker");
+const redis = createRedis(connections.redis, "worker");
 // The queue-depth gauge reads job counts on a fail-fast connection of its own, so a scrape while
 // Redis is down answers at once instead of waiting in the worker connection's offline queue.
-const metricsRedis = createRedis(redisTargetOf(env), "fail-fast");
+const metricsRedis = createRedis(connections.redis, "fail-fast");
 const countsQueue = new Queue(QUEUES.webhookDeliveries, {
   connection: metricsRedis,
   prefix: env.QUEUE_PREFIX,
@@ -90,7 +79,7 @@ const service = await serve({
   logger,
   app: createHttpApp({ db, redis, logger, metrics }),
   port: env.DISPATCHER_PORT,
-  timeouts: httpTimeoutsOf(env),
+  timeouts: connections.httpTimeouts,
   readiness: { postgres: () => db.pool.query("SELECT 1"), redis: () => metricsRedis.ping() },
 });
 logger.info(

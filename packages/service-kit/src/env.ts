@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { Logger } from "./http.js";
 import { parseClusterNodes, type RedisTarget } from "./redis.js";
 import { type HttpTimeouts, httpTimeoutsProblem } from "./serve.js";
 
@@ -58,6 +59,34 @@ export const EnvFields = {
       (v) => v.split(",").every((k) => decodeEncryptionKey(k) !== null),
       "must be comma-separated 32-byte keys, each 64 hex characters or base64",
     ),
+  /** Comma-separated items (spaces around them dropped, empty ones skipped), each `valid`. */
+  list: (valid: (item: string) => boolean, message: string) =>
+    z
+      .string()
+      .transform((v) =>
+        v
+          .split(",")
+          .map((s) => s.trim())
+          .filter((s) => s.length > 0),
+      )
+      .refine((list) => list.every(valid), message),
+} as const;
+
+/** The fields every app's env has: logging, PostgreSQL, Redis, shutdown and the listener timeouts. */
+export const ServiceEnvFields = {
+  NODE_ENV: EnvFields.NODE_ENV,
+  LOG_LEVEL: EnvFields.LOG_LEVEL,
+  DATABASE_URL: EnvFields.DATABASE_URL,
+  DATABASE_DIRECT_URL: EnvFields.DATABASE_DIRECT_URL,
+  DB_PREPARED_STATEMENTS: EnvFields.DB_PREPARED_STATEMENTS,
+  REDIS_URL: EnvFields.REDIS_URL,
+  REDIS_CLUSTER_NODES: EnvFields.REDIS_CLUSTER_NODES,
+  DB_POOL_MAX: EnvFields.DB_POOL_MAX,
+  DB_CONNECT_TIMEOUT_MS: EnvFields.DB_CONNECT_TIMEOUT_MS,
+  SHUTDOWN_DRAIN_MS: EnvFields.SHUTDOWN_DRAIN_MS,
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: EnvFields.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+  HTTP_HEADERS_TIMEOUT_MS: EnvFields.HTTP_HEADERS_TIMEOUT_MS,
+  HTTP_REQUEST_TIMEOUT_MS: EnvFields.HTTP_REQUEST_TIMEOUT_MS,
 } as const;
 
 /** The Redis an app's connections go to: the Cluster of REDIS_CLUSTER_NODES, or REDIS_URL. */
@@ -96,6 +125,27 @@ export function httpTimeoutsOf(env: {
     keepAliveMs: env.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     headersMs: env.HTTP_HEADERS_TIMEOUT_MS,
     requestMs: env.HTTP_REQUEST_TIMEOUT_MS,
+  };
+}
+
+/**
+ * What an app's main.ts connects with, from its env parsed with EnvFields: createDb's options (a
+ * switch to unnamed statements logged as `prepared_statements_off`), the Redis target and the
+ * listener timeouts.
+ */
+export function connectionsOf(
+  env: Parameters<typeof databaseOf>[0] &
+    Parameters<typeof redisTargetOf>[0] &
+    Parameters<typeof httpTimeoutsOf>[0],
+  logger: Logger,
+) {
+  return {
+    database: {
+      ...databaseOf(env),
+      onPreparedStatementsOff: (reason: string) => logger.warn({ event: "prepared_statements_off" }, reason),
+    },
+    redis: redisTargetOf(env),
+    httpTimeouts: httpTimeoutsOf(env),
   };
 }
 

@@ -4,6 +4,7 @@ export type { KeyRingEnv } from "./env.js";
 export {
   checkHttpTimeouts,
   checkKeyRing,
+  connectionsOf,
   databaseOf,
   decodeEncryptionKey,
   EnvError,
@@ -13,6 +14,7 @@ export {
   loadEnvOrExit,
   parseEnv,
   redisTargetOf,
+  ServiceEnvFields,
 } from "./env.js";
 export type { HealthChecks, HealthReport } from "./health.js";
 export { runHealthChecks } from "./health.js";

@@ -1,7 +1,8 @@
 import { Cluster, Redis } from "ioredis";
 import { z } from "zod";
-import { databaseOf, EnvFields, parseEnv, redisTargetOf } from "./env.js";
+import { connectionsOf, databaseOf, EnvFields, parseEnv, redisTargetOf } from "./env.js";
 import { createRedis, groupBySlot, parseClusterNodes } from "./redis.js";
+import { capturingLogger } from "./testing.js";
 
 const Env = z.object({
   DATABASE_URL: EnvFields.DATABASE_URL,
@@ -11,6 +12,9 @@ const Env = z.object({
   DB_CONNECT_TIMEOUT_MS: EnvFields.DB_CONNECT_TIMEOUT_MS,
   REDIS_URL: EnvFields.REDIS_URL,
   REDIS_CLUSTER_NODES: EnvFields.REDIS_CLUSTER_NODES,
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: EnvFields.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+  HTTP_HEADERS_TIMEOUT_MS: EnvFields.HTTP_HEADERS_TIMEOUT_MS,
+  HTTP_REQUEST_TIMEOUT_MS: EnvFields.HTTP_REQUEST_TIMEOUT_MS,
 });
 
 describe("REDIS_CLUSTER_NODES", () => {
@@ -102,5 +106,22 @@ describe("DATABASE_DIRECT_URL and DB_PREPARED_STATEMENTS", () => {
     expect(() => parseEnv(Env, { DATABASE_DIRECT_URL: "mysql://x" })).toThrow(
       "Invalid environment: DATABASE_DIRECT_URL must be a postgresql:// URL.",
     );
+  });
+});
+
+describe("connectionsOf", () => {
+  it("gives the database, Redis and listener options of the env, and logs a switch to unnamed statements", () => {
+    const env = parseEnv(Env, { REDIS_CLUSTER_NODES: "127.0.0.1:7000" });
+    const logger = capturingLogger();
+    const connections = connectionsOf(env, logger);
+    expect(connections).toMatchObject({
+      database: databaseOf(env),
+      redis: redisTargetOf(env),
+      httpTimeouts: { keepAliveMs: env.HTTP_KEEP_ALIVE_TIMEOUT_MS },
+    });
+    connections.database.onPreparedStatementsOff("a pooler is in between");
+    expect(logger.lines).toEqual([
+      { level: "warn", obj: { event: "prepared_statements_off" }, msg: "a pooler is in between" },
+    ]);
   });
 });
