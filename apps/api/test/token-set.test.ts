@@ -67,6 +67,17 @@ async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 15
 const check = (app: ReturnType<Harness["app"]>, id: string, token: string) =>
   request(app).get(`/api/v1/bots/${id}/check`).query({ userId: USER }).set({ Authorization: token });
 
+/** An unknown token for `botId` is refused with 401 after a look-up in PostgreSQL. */
+async function expectUnknownTokenAskedOfPostgres(app: Parameters<typeof check>[0], botId: string) {
+  const queries = watchQueries(h.t.db.pool);
+  try {
+    expect((await check(app, botId, randomToken())).status).toBe(401);
+    expect(queries.names.length).toBeGreaterThan(0);
+  } finally {
+    queries.restore();
+  }
+}
+
 describe("the set's connection", () => {
   it("when the set is loaded and listening, then it holds none of the pool's connections and gives its own back on stop", async () => {
     const checkedOut = () => h.t.db.pool.totalCount - h.t.db.pool.idleCount;
@@ -156,13 +167,7 @@ describe("unknown tokens with a fresh token set", () => {
     await until(() => tokens.lookup(hashToken(bot.token as string)) === "present");
     expect(tokens.lookup(hashToken(randomToken()))).toBe("unknown");
     const app = h.app({ tokens });
-    const queries = watchQueries(h.t.db.pool);
-    try {
-      expect((await check(app, bot.id, randomToken())).status).toBe(401);
-      expect(queries.names.length).toBeGreaterThan(0);
-    } finally {
-      queries.restore();
-    }
+    await expectUnknownTokenAskedOfPostgres(app, bot.id);
   });
 });
 
@@ -183,13 +188,7 @@ describe("a listener that is down", () => {
     expect(tokens.lookup(hashToken(randomToken()))).toBe("unknown");
     const app = h.app({ tokens });
     expect((await check(app, bot.id, bot.token as string)).status).toBe(200);
-    const queries = watchQueries(h.t.db.pool);
-    try {
-      expect((await check(app, bot.id, randomToken())).status).toBe(401);
-      expect(queries.names.length).toBeGreaterThan(0);
-    } finally {
-      queries.restore();
-    }
+    await expectUnknownTokenAskedOfPostgres(app, bot.id);
   });
 
   it("when the LISTEN connection is killed, then the set is not trusted until it has reconnected and reloaded", async () => {
@@ -217,12 +216,16 @@ describe("a listener that is down", () => {
 });
 
 describe("over-limit note", () => {
-  it("when a token is over its limit, then later requests of the window get 429 with the window's retryAfter and no I/O", async () => {
+  /** A bot, a loaded token set, and the app with that set and a check limit of `check`. */
+  async function overLimit(check: number) {
     const bot = await seedBot(h.t.db);
     const tokens = tokenSet();
     await tokens.whenFresh();
-    const app = h.app({ tokens, limits: { check: 2 } });
-    const token = bot.token as string;
+    return { bot, tokens, app: h.app({ tokens, limits: { check } }), token: bot.token as string };
+  }
+
+  it("when a token is over its limit, then later requests of the window get 429 with the window's retryAfter and no I/O", async () => {
+    const { bot, app, token } = await overLimit(2);
     expect((await check(app, bot.id, token)).status).toBe(200);
     expect((await check(app, bot.id, token)).status).toBe(200);
     const fromRedis = await check(app, bot.id, token);
@@ -254,11 +257,7 @@ describe("over-limit note", () => {
   });
 
   it("when a noted token is revoked, then it is refused with 401, not 429", async () => {
-    const bot = await seedBot(h.t.db);
-    const tokens = tokenSet();
-    await tokens.whenFresh();
-    const app = h.app({ tokens, limits: { check: 1 } });
-    const token = bot.token as string;
+    const { bot, tokens, app, token } = await overLimit(1);
     expect((await check(app, bot.id, token)).status).toBe(200);
     expect((await check(app, bot.id, token)).status).toBe(429);
     await h.t.db.pool.query("UPDATE bots SET token_hash = NULL WHERE id = $1", [bot.id]);
