@@ -9,6 +9,7 @@ import { Agent, createServer, type IncomingHttpHeaders, request, type Server } f
 import type { AddressInfo } from "node:net";
 import type { Logger } from "@botdir/service-kit";
 import fc from "fast-check";
+import { startStores, type TestStores } from "./stack.js";
 
 /** Fixed seed (override with FUZZ_SEED to explore, print it to reproduce); runs per endpoint. */
 export const FUZZ_SEED = Number(process.env.FUZZ_SEED ?? 20261121);
@@ -354,6 +355,28 @@ export async function fuzz(
   return seen;
 }
 
+/** One endpoint's fuzz test: its title, its generated requests, the statuses allowed, and those expected. */
+export interface FuzzCase {
+  title: string;
+  /** Built when the test runs (after the file's beforeAll has seeded what the arbitraries use). */
+  requests: () => fc.Arbitrary<RawRequest>;
+  allowed: readonly number[];
+  /** Runs for this endpoint (default FUZZ_RUNS). */
+  runs?: number;
+  /** Statuses the generated requests must each have been answered with at least once. */
+  answered: readonly number[];
+}
+
+/** A test per case: every generated request answered as checkAnswer says, and each status of `answered` seen. */
+export function fuzzEndpoints(port: () => number, cases: readonly FuzzCase[]): void {
+  for (const c of cases) {
+    it(c.title, async () => {
+      const seen = await fuzz(port(), c.requests(), c.allowed, c.runs);
+      expect(c.answered.filter((status) => !seen.has(status))).toEqual([]);
+    });
+  }
+}
+
 /**
  * The watch every fuzz file keeps on the app it serves: a logger that records every error the app
  * logs, the test process's unhandled rejections and exceptions, and after each endpoint's run the
@@ -387,4 +410,38 @@ export function watchServedApp(healthPath: string, port: () => number): { logger
     expect(health.status).toBe(200);
   });
   return { logger };
+}
+
+/**
+ * A fuzz file's app, watched as watchServedApp says: `build` makes it on fresh test stores (seeding
+ * what it needs first) with the watch's logger; it is served on a loopback port before the file's
+ * tests (the seed and runs printed to reproduce them) and closed with the stores after them. Call
+ * it at the top level of the test file, before its own hooks.
+ */
+export function useServedApp(
+  label: string,
+  healthPath: string,
+  build: (stores: TestStores, logger: Logger) => RequestListener | Promise<RequestListener>,
+): { readonly port: number } {
+  let stores: TestStores | undefined;
+  let served: Served | undefined;
+  const port = () => {
+    if (!served) throw new Error(`${label}: the app is not served`);
+    return served.port;
+  };
+  const { logger } = watchServedApp(healthPath, port);
+  beforeAll(async () => {
+    stores = await startStores();
+    served = await serve(await build(stores, logger));
+    console.log(`${label}: FUZZ_SEED=${FUZZ_SEED} FUZZ_RUNS=${FUZZ_RUNS}`);
+  });
+  afterAll(async () => {
+    await served?.close();
+    await stores?.close();
+  });
+  return {
+    get port() {
+      return port();
+    },
+  };
 }

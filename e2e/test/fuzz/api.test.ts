@@ -5,7 +5,6 @@
  * the JSON error body, and nothing is ever a 5xx. Seeded: FUZZ_SEED / FUZZ_RUNS reproduce a run.
  */
 import { randomBotId, randomUserId, seedBot } from "@botdir/db/testing";
-import type { RedisClient } from "@botdir/service-kit";
 import { systemClock } from "@botdir/service-kit";
 import fc from "fast-check";
 import { createApp } from "../../../apps/api/src/app.js";
@@ -17,28 +16,19 @@ import {
   extraHeaders,
   FUZZ_RUNS,
   FUZZ_SEED,
-  fuzz,
+  fuzzEndpoints,
   method,
   pathSegment,
   queryString,
-  type Served,
-  serve,
-  watchServedApp,
+  useServedApp,
 } from "../../src/fuzz.js";
-import { startStores, type TestStores } from "../../src/stack.js";
 
-let t: TestStores;
-let redis: RedisClient;
-let served: Served;
 let own: { id: string; token: string };
 let other: { id: string; token: string };
 let ids: string[];
 let tokens: string[];
-const { logger } = watchServedApp("/api/health", () => served.port);
 
-beforeAll(async () => {
-  t = await startStores();
-  redis = t.redis;
+const served = useServedApp("API fuzz", "/api/health", async (t, logger) => {
   const a = await seedBot(t.db, { serverCount: 5 });
   const b = await seedBot(t.db);
   own = { id: a.id, token: a.token ?? "" };
@@ -47,21 +37,14 @@ beforeAll(async () => {
   tokens = [own.token, own.token, own.token, other.token, "unknown-token-value-0123456789abcdefghijk"];
   // High limits so most requests reach the body and query checks; /votes keeps a low one so the
   // 429 answer is exercised too.
-  const app = createApp({
+  return createApp({
     db: t.db,
-    redis,
+    redis: t.redis,
     clock: systemClock,
     logger,
     redisPrefix: t.prefix,
     limits: { commands: 1_000_000, stats: 1_000_000, check: 1_000_000, votes: 300 },
   });
-  served = await serve(app);
-  console.log(`API fuzz: FUZZ_SEED=${FUZZ_SEED} FUZZ_RUNS=${FUZZ_RUNS}`);
-});
-
-afterAll(async () => {
-  await served?.close();
-  await t?.close();
 });
 
 const command = fc.record(
@@ -153,88 +136,81 @@ function requests(opts: {
 const userIds = () => [randomUserId(), "123456789012345678", "12345678901234567890"];
 
 describe(`hostile input on the public API (seed ${FUZZ_SEED})`, () => {
-  it("when PUT /api/v1/bots/{id}/commands gets arbitrary requests, then every answer is 200/400/401/404/405/413/429 with the JSON error body, never a 5xx", async () => {
-    const seen = await fuzz(
-      served.port,
-      requests({ ownMethod: "PUT", path: (id) => `/api/v1/bots/${id}/commands`, shaped: commandsBody }),
-      WRITE_ALLOWED,
-    );
-    expect(seen.get(200)).toBeGreaterThan(0);
-    expect(seen.get(400)).toBeGreaterThan(0);
-  });
-
-  it("when POST /api/v1/bots/{id}/stats (and the alias without an id) gets arbitrary requests, then every answer is listed, JSON on error, never a 5xx", async () => {
-    const seen = await fuzz(
-      served.port,
-      requests({
-        ownMethod: "POST",
-        path: (id) => `/api/v1/bots/${id}/stats`,
-        alias: "/api/v1/bots/stats",
-        shaped: statsBody,
-      }),
-      WRITE_ALLOWED,
-    );
-    expect(seen.get(200)).toBeGreaterThan(0);
-    expect(seen.get(400)).toBeGreaterThan(0);
-  });
-
-  it("when GET /api/v1/bots/{id}/check gets arbitrary requests, then every answer is 200/400/401/404/405/429, JSON on error, never a 5xx", async () => {
-    const seen = await fuzz(
-      served.port,
-      requests({
-        ownMethod: "GET",
-        path: (id) => `/api/v1/bots/${id}/check`,
-        alias: "/api/v1/bots/check",
-        query: queryString(["userId", "userid", "user_id"], userIds()),
-        shaped: anyBody,
-      }),
-      READ_ALLOWED,
-    );
-    expect(seen.get(200)).toBeGreaterThan(0);
-  });
-
-  it("when GET /api/v1/bots/{id}/votes gets arbitrary requests, then every answer is 200/400 (malformed URL)/401/404/405/429, JSON on error, never a 5xx", async () => {
-    const seen = await fuzz(
-      served.port,
-      requests({
-        ownMethod: "GET",
-        path: (id) => `/api/v1/bots/${id}/votes`,
-        alias: "/api/v1/bots/votes",
-        query: queryString(["limit"], ["1", "50", "100", "0", "1000"]),
-        shaped: anyBody,
-      }),
-      READ_ALLOWED,
-    );
-    expect(seen.get(200)).toBeGreaterThan(0);
-    expect(seen.get(429)).toBeGreaterThan(0);
-  });
-
-  it("when GET /widget/{id}.svg gets arbitrary requests, then every answer is 200 (badge)/400/404/405, never a 5xx", async () => {
-    const seen = await fuzz(
-      served.port,
-      requests({ ownMethod: "GET", path: (id) => `/widget/${id}.svg`, shaped: anyBody, withAuth: false }),
-      [200, 400, 404, 405],
-    );
-    expect(seen.get(200)).toBeGreaterThan(0);
-  });
-
-  it("when GET /api/health gets arbitrary requests, then every answer is 200 or 405, never a 5xx", async () => {
-    const seen = await fuzz(
-      served.port,
-      requests({ ownMethod: "GET", path: () => "/api/health", shaped: anyBody }),
-      [200, 405],
-      Math.ceil(FUZZ_RUNS / 2),
-    );
-    expect(seen.get(200)).toBeGreaterThan(0);
-  });
-
-  it("when GET /api/v1/openapi.json gets arbitrary requests, then every answer is 200 or 405, never a 5xx", async () => {
-    const seen = await fuzz(
-      served.port,
-      requests({ ownMethod: "GET", path: () => "/api/v1/openapi.json", shaped: anyBody }),
-      [200, 405],
-      Math.ceil(FUZZ_RUNS / 2),
-    );
-    expect(seen.get(200)).toBeGreaterThan(0);
-  });
+  fuzzEndpoints(
+    () => served.port,
+    [
+      {
+        title:
+          "when PUT /api/v1/bots/{id}/commands gets arbitrary requests, then every answer is 200/400/401/404/405/413/429 with the JSON error body, never a 5xx",
+        requests: () =>
+          requests({ ownMethod: "PUT", path: (id) => `/api/v1/bots/${id}/commands`, shaped: commandsBody }),
+        allowed: WRITE_ALLOWED,
+        answered: [200, 400],
+      },
+      {
+        title:
+          "when POST /api/v1/bots/{id}/stats (and the alias without an id) gets arbitrary requests, then every answer is listed, JSON on error, never a 5xx",
+        requests: () =>
+          requests({
+            ownMethod: "POST",
+            path: (id) => `/api/v1/bots/${id}/stats`,
+            alias: "/api/v1/bots/stats",
+            shaped: statsBody,
+          }),
+        allowed: WRITE_ALLOWED,
+        answered: [200, 400],
+      },
+      {
+        title:
+          "when GET /api/v1/bots/{id}/check gets arbitrary requests, then every answer is 200/400/401/404/405/429, JSON on error, never a 5xx",
+        requests: () =>
+          requests({
+            ownMethod: "GET",
+            path: (id) => `/api/v1/bots/${id}/check`,
+            alias: "/api/v1/bots/check",
+            query: queryString(["userId", "userid", "user_id"], userIds()),
+            shaped: anyBody,
+          }),
+        allowed: READ_ALLOWED,
+        answered: [200],
+      },
+      {
+        title:
+          "when GET /api/v1/bots/{id}/votes gets arbitrary requests, then every answer is 200/400 (malformed URL)/401/404/405/429, JSON on error, never a 5xx",
+        requests: () =>
+          requests({
+            ownMethod: "GET",
+            path: (id) => `/api/v1/bots/${id}/votes`,
+            alias: "/api/v1/bots/votes",
+            query: queryString(["limit"], ["1", "50", "100", "0", "1000"]),
+            shaped: anyBody,
+          }),
+        allowed: READ_ALLOWED,
+        answered: [200, 429],
+      },
+      {
+        title:
+          "when GET /widget/{id}.svg gets arbitrary requests, then every answer is 200 (badge)/400/404/405, never a 5xx",
+        requests: () =>
+          requests({ ownMethod: "GET", path: (id) => `/widget/${id}.svg`, shaped: anyBody, withAuth: false }),
+        allowed: [200, 400, 404, 405],
+        answered: [200],
+      },
+      {
+        title: "when GET /api/health gets arbitrary requests, then every answer is 200 or 405, never a 5xx",
+        requests: () => requests({ ownMethod: "GET", path: () => "/api/health", shaped: anyBody }),
+        allowed: [200, 405],
+        runs: Math.ceil(FUZZ_RUNS / 2),
+        answered: [200],
+      },
+      {
+        title:
+          "when GET /api/v1/openapi.json gets arbitrary requests, then every answer is 200 or 405, never a 5xx",
+        requests: () => requests({ ownMethod: "GET", path: () => "/api/v1/openapi.json", shaped: anyBody }),
+        allowed: [200, 405],
+        runs: Math.ceil(FUZZ_RUNS / 2),
+        answered: [200],
+      },
+    ],
+  );
 });

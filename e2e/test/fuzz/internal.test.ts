@@ -6,7 +6,6 @@
 import { randomBytes } from "node:crypto";
 import { createSecretBox } from "@botdir/db";
 import { randomBotId, randomUserId, seedBot } from "@botdir/db/testing";
-import type { RedisClient } from "@botdir/service-kit";
 import { systemClock } from "@botdir/service-kit";
 import fc from "fast-check";
 import { createApp } from "../../../apps/vote-ingest/src/app.js";
@@ -17,39 +16,29 @@ import {
   extraHeaders,
   FUZZ_RUNS,
   FUZZ_SEED,
-  fuzz,
+  fuzzEndpoints,
   headerValue,
   method,
   pathSegment,
   queryString,
-  type Served,
-  serve,
-  watchServedApp,
+  useServedApp,
 } from "../../src/fuzz.js";
-import { startStores, type TestStores } from "../../src/stack.js";
 
 const KEY = `ik_${randomBytes(16).toString("hex")}`;
 
-let t: TestStores;
-let redis: RedisClient;
-let served: Served;
 // Fixed before the arbitraries are built: an approved bot, a pending one, and an unknown id.
 const APPROVED = randomBotId();
 const PENDING = randomBotId();
 const ids = [APPROVED, APPROVED, PENDING, randomBotId()];
 
-const { logger } = watchServedApp("/health", () => served.port);
-
-beforeAll(async () => {
-  t = await startStores();
-  redis = t.redis;
+const served = useServedApp("internal fuzz", "/health", async (t, logger) => {
   await seedBot(t.db, { id: APPROVED });
   await seedBot(t.db, { id: PENDING, status: "pending" });
   // No delivery queue (deliveries wait for a relay that does not run here) and no DNS: a webhook
   // host is checked by its spelling only, so no generated name is ever looked up.
-  const app = createApp({
+  return createApp({
     db: t.db,
-    redis,
+    redis: t.redis,
     clock: systemClock,
     logger,
     internalApiKey: KEY,
@@ -57,13 +46,6 @@ beforeAll(async () => {
     allowPrivateTargets: false,
     webhookResolver: null,
   });
-  served = await serve(app);
-  console.log(`internal fuzz: FUZZ_SEED=${FUZZ_SEED} FUZZ_RUNS=${FUZZ_RUNS}`);
-});
-
-afterAll(async () => {
-  await served?.close();
-  await t?.close();
 });
 
 const key = fc.oneof(
@@ -140,85 +122,75 @@ function requests(
 const botPath = (suffix: string) => pathSegment(ids).map((seg) => `/internal/v1/bots/${seg}${suffix}`);
 
 describe(`hostile input on the internal endpoints (seed ${FUZZ_SEED})`, () => {
-  it("when POST /internal/v1/votes gets arbitrary requests, then every answer is 201/400/401/404/405/409/413, JSON on error, never a 5xx", async () => {
-    const seen = await fuzz(
-      served.port,
-      requests("POST", fc.constant("/internal/v1/votes"), voteBody),
-      [201, 400, 401, 404, 405, 409, 413],
-    );
-    expect(seen.get(201)).toBeGreaterThan(0);
-    expect(seen.get(401)).toBeGreaterThan(0);
-  });
-
-  it("when POST /internal/v1/bots gets arbitrary requests, then every answer is 201/400/401/405/409/413, never a 5xx", async () => {
-    const seen = await fuzz(
-      served.port,
-      requests("POST", fc.constant("/internal/v1/bots"), createBody),
-      [201, 400, 401, 405, 409, 413],
-    );
-    expect(seen.get(400)).toBeGreaterThan(0);
-  });
-
-  it("when GET /internal/v1/bots/{id} gets arbitrary requests, then every answer is 200/400/401/404/405/413, never a 5xx", async () => {
-    const seen = await fuzz(
-      served.port,
-      requests("GET", botPath(""), anyBody),
-      [200, 400, 401, 404, 405, 413],
-    );
-    expect(seen.get(200)).toBeGreaterThan(0);
-  });
-
-  it("when POST /internal/v1/bots/{id}/approve gets arbitrary requests, then every answer is 200/400/401/404/405/413, never a 5xx", async () => {
-    const seen = await fuzz(
-      served.port,
-      requests("POST", botPath("/approve"), anyBody),
-      [200, 400, 401, 404, 405, 413],
-      Math.ceil(FUZZ_RUNS / 2),
-    );
-    expect(seen.get(200)).toBeGreaterThan(0);
-  });
-
-  it("when POST /internal/v1/bots/{id}/token gets arbitrary requests, then every answer is 200/400/401/404/405/409/413, never a 5xx", async () => {
-    const seen = await fuzz(
-      served.port,
-      requests("POST", botPath("/token"), anyBody),
-      [200, 400, 401, 404, 405, 409, 413],
-    );
-    expect(seen.get(200)).toBeGreaterThan(0);
-  });
-
-  it("when PUT and DELETE /internal/v1/bots/{id}/webhook get arbitrary requests, then every answer is 200/400/401/404/405/413, never a 5xx", async () => {
-    const methods = fc.oneof(
-      { weight: 5, arbitrary: fc.constant("PUT") },
-      { weight: 2, arbitrary: fc.constant("DELETE") },
-      { weight: 1, arbitrary: fc.constantFrom("GET", "POST", "PATCH", "HEAD") },
-    );
-    const seen = await fuzz(
-      served.port,
-      requests(methods, botPath("/webhook"), webhookBody),
-      [200, 400, 401, 404, 405, 413],
-    );
-    expect(seen.get(200)).toBeGreaterThan(0);
-    expect(seen.get(400)).toBeGreaterThan(0);
-  });
-
-  it("when GET /internal/v1/bots/{id}/webhook/deliveries gets arbitrary requests, then every answer is 200/400/401/404/405/413, never a 5xx", async () => {
-    const seen = await fuzz(
-      served.port,
-      requests("GET", botPath("/webhook/deliveries"), anyBody),
-      [200, 400, 401, 404, 405, 413],
-      Math.ceil(FUZZ_RUNS / 2),
-    );
-    expect(seen.get(200)).toBeGreaterThan(0);
-  });
-
-  it("when GET /health of vote-ingest gets arbitrary requests, then every answer is 200 (or 404 for another method), never a 5xx", async () => {
-    const seen = await fuzz(
-      served.port,
-      requests("GET", fc.constant("/health"), anyBody),
-      [200, 404],
-      Math.ceil(FUZZ_RUNS / 2),
-    );
-    expect(seen.get(200)).toBeGreaterThan(0);
-  });
+  fuzzEndpoints(
+    () => served.port,
+    [
+      {
+        title:
+          "when POST /internal/v1/votes gets arbitrary requests, then every answer is 201/400/401/404/405/409/413, JSON on error, never a 5xx",
+        requests: () => requests("POST", fc.constant("/internal/v1/votes"), voteBody),
+        allowed: [201, 400, 401, 404, 405, 409, 413],
+        answered: [201, 401],
+      },
+      {
+        title:
+          "when POST /internal/v1/bots gets arbitrary requests, then every answer is 201/400/401/405/409/413, never a 5xx",
+        requests: () => requests("POST", fc.constant("/internal/v1/bots"), createBody),
+        allowed: [201, 400, 401, 405, 409, 413],
+        answered: [400],
+      },
+      {
+        title:
+          "when GET /internal/v1/bots/{id} gets arbitrary requests, then every answer is 200/400/401/404/405/413, never a 5xx",
+        requests: () => requests("GET", botPath(""), anyBody),
+        allowed: [200, 400, 401, 404, 405, 413],
+        answered: [200],
+      },
+      {
+        title:
+          "when POST /internal/v1/bots/{id}/approve gets arbitrary requests, then every answer is 200/400/401/404/405/413, never a 5xx",
+        requests: () => requests("POST", botPath("/approve"), anyBody),
+        allowed: [200, 400, 401, 404, 405, 413],
+        runs: Math.ceil(FUZZ_RUNS / 2),
+        answered: [200],
+      },
+      {
+        title:
+          "when POST /internal/v1/bots/{id}/token gets arbitrary requests, then every answer is 200/400/401/404/405/409/413, never a 5xx",
+        requests: () => requests("POST", botPath("/token"), anyBody),
+        allowed: [200, 400, 401, 404, 405, 409, 413],
+        answered: [200],
+      },
+      {
+        title:
+          "when PUT and DELETE /internal/v1/bots/{id}/webhook get arbitrary requests, then every answer is 200/400/401/404/405/413, never a 5xx",
+        requests: () => {
+          const methods = fc.oneof(
+            { weight: 5, arbitrary: fc.constant("PUT") },
+            { weight: 2, arbitrary: fc.constant("DELETE") },
+            { weight: 1, arbitrary: fc.constantFrom("GET", "POST", "PATCH", "HEAD") },
+          );
+          return requests(methods, botPath("/webhook"), webhookBody);
+        },
+        allowed: [200, 400, 401, 404, 405, 413],
+        answered: [200, 400],
+      },
+      {
+        title:
+          "when GET /internal/v1/bots/{id}/webhook/deliveries gets arbitrary requests, then every answer is 200/400/401/404/405/413, never a 5xx",
+        requests: () => requests("GET", botPath("/webhook/deliveries"), anyBody),
+        allowed: [200, 400, 401, 404, 405, 413],
+        runs: Math.ceil(FUZZ_RUNS / 2),
+        answered: [200],
+      },
+      {
+        title:
+          "when GET /health of vote-ingest gets arbitrary requests, then every answer is 200 (or 404 for another method), never a 5xx",
+        requests: () => requests("GET", fc.constant("/health"), anyBody),
+        allowed: [200, 404],
+        runs: Math.ceil(FUZZ_RUNS / 2),
+        answered: [200],
+      },
+    ],
+  );
 });
