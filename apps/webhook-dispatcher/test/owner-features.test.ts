@@ -122,24 +122,37 @@ describe("Standard Webhooks headers", () => {
 });
 
 describe("dead endpoints", () => {
-  it("when every attempt failed for the whole window across five deliveries, then the webhook is disabled and its pending deliveries end failed", async () => {
+  /** A bot with a webhook at example.test/`path` and the `n`th issued secret, a clock at now. */
+  async function webhookBot(path: string, n: number) {
     const clock = new ManualClock(new Date());
     const bot = await seedBot(t.db);
-    await configureWebhook(t.db, bot.id, "https://example.test/dead", issued(6));
+    await configureWebhook(t.db, bot.id, `https://example.test/${path}`, issued(n));
+    return {
+      clock,
+      bot,
+      /** A delivery of a vote cast now. */
+      newDelivery: () => seedDelivery(t.db, bot.id, { votedAt: clock.now() }),
+      disabledAt: async () =>
+        (await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt,
+    };
+  }
+
+  it("when every attempt failed for the whole window across five deliveries, then the webhook is disabled and its pending deliveries end failed", async () => {
+    const { clock, bot, newDelivery, disabledAt } = await webhookBot("dead", 6);
     const { deliver, sent } = handler(clock, fail);
 
     const early = [];
     for (let i = 0; i < 5; i++) {
-      const d = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+      const d = await newDelivery();
       early.push(d);
       expect((await deliver({ deliveryId: d.id })).kind).toBe("retry");
       clock.advance(DAY / 2);
     }
     // 2.5 days of failures: not yet.
-    expect((await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt).toBeNull();
+    expect(await disabledAt()).toBeNull();
 
     clock.advance(3 * DAY);
-    const last = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    const last = await newDelivery();
     expect((await deliver({ deliveryId: last.id })).kind).toBe("failed");
 
     const row = await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } });
@@ -152,41 +165,34 @@ describe("dead endpoints", () => {
 
     // A vote after disabling: its delivery ends without an attempt.
     const requestsBefore = sent.length;
-    const later = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    const later = await newDelivery();
     expect(await deliver({ deliveryId: later.id })).toEqual({ kind: "done", reason: "endpoint_disabled" });
     expect(sent.length).toBe(requestsBefore);
     expect((await deliveryRow(t.db, later.id)).failureReason).toBe("endpoint_disabled");
   });
 
   it("when failures span the window but a delivery succeeded in between, then the webhook stays enabled", async () => {
-    const clock = new ManualClock(new Date());
-    const bot = await seedBot(t.db);
-    await configureWebhook(t.db, bot.id, "https://example.test/flaky", issued(7));
+    const { clock, newDelivery, disabledAt } = await webhookBot("flaky", 7);
     const failing = handler(clock, fail);
     for (let i = 0; i < 5; i++) {
-      await failing.deliver({ deliveryId: (await seedDelivery(t.db, bot.id, { votedAt: clock.now() })).id });
+      await failing.deliver({ deliveryId: (await newDelivery()).id });
       clock.advance(DAY / 2);
     }
     await handler(clock, ok).deliver({
-      deliveryId: (await seedDelivery(t.db, bot.id, { votedAt: clock.now() })).id,
+      deliveryId: (await newDelivery()).id,
     });
     clock.advance(3 * DAY);
     const result = await failing.deliver({
-      deliveryId: (await seedDelivery(t.db, bot.id, { votedAt: clock.now() })).id,
+      deliveryId: (await newDelivery()).id,
     });
     expect(result.kind).toBe("retry");
-    expect((await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt).toBeNull();
+    expect(await disabledAt()).toBeNull();
   });
 
   it("when a disabled webhook is re-enabled and fails again, then it is disabled again only once the new streak spans the window", async () => {
-    const clock = new ManualClock(new Date());
-    const bot = await seedBot(t.db);
-    await configureWebhook(t.db, bot.id, "https://example.test/relapse", issued(9));
+    const { clock, bot, newDelivery, disabledAt } = await webhookBot("relapse", 9);
     const { deliver } = handler(clock, fail);
-    const failOnce = async () =>
-      (await deliver({ deliveryId: (await seedDelivery(t.db, bot.id, { votedAt: clock.now() })).id })).kind;
-    const disabledAt = async () =>
-      (await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt;
+    const failOnce = async () => (await deliver({ deliveryId: (await newDelivery()).id })).kind;
 
     for (let i = 0; i < 6; i++) {
       await failOnce();
@@ -212,25 +218,21 @@ describe("dead endpoints", () => {
   });
 
   it("when fewer deliveries than the minimum failed, then the webhook stays enabled however long", async () => {
-    const clock = new ManualClock(new Date());
-    const bot = await seedBot(t.db);
-    await configureWebhook(t.db, bot.id, "https://example.test/quiet", issued(8));
+    const { clock, newDelivery, disabledAt } = await webhookBot("quiet", 8);
     const { deliver } = handler(clock, fail);
     for (let i = 0; i < 3; i++) {
-      await deliver({ deliveryId: (await seedDelivery(t.db, bot.id, { votedAt: clock.now() })).id });
+      await deliver({ deliveryId: (await newDelivery()).id });
       clock.advance(4 * DAY);
     }
-    expect((await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt).toBeNull();
+    expect(await disabledAt()).toBeNull();
   });
 
   const gone: AttemptOutcome = { ok: false, statusCode: 410, errorKind: "http_status", durationMs: 5 };
 
   it("when the receiver answers 410 Gone, then the webhook is disabled after that one attempt and its other pending deliveries end failed", async () => {
-    const clock = new ManualClock(new Date());
-    const bot = await seedBot(t.db);
-    await configureWebhook(t.db, bot.id, "https://example.test/gone", issued(10));
-    const waiting = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
-    const first = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    const { clock, bot, newDelivery } = await webhookBot("gone", 10);
+    const waiting = await newDelivery();
+    const first = await newDelivery();
     const { deliver, sent } = handler(clock, gone);
 
     expect(await deliver({ deliveryId: first.id })).toEqual({
@@ -253,22 +255,18 @@ describe("dead endpoints", () => {
   });
 
   it("when the receiver answers another 4xx such as 404, then the delivery is retried and the webhook stays enabled", async () => {
-    const clock = new ManualClock(new Date());
-    const bot = await seedBot(t.db);
-    await configureWebhook(t.db, bot.id, "https://example.test/missing", issued(11));
+    const { clock, newDelivery, disabledAt } = await webhookBot("missing", 11);
     const { deliver } = handler(clock, { ...gone, statusCode: 404 });
     const result = await deliver({
-      deliveryId: (await seedDelivery(t.db, bot.id, { votedAt: clock.now() })).id,
+      deliveryId: (await newDelivery()).id,
     });
     expect(result.kind).toBe("retry");
-    expect((await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt).toBeNull();
+    expect(await disabledAt()).toBeNull();
   });
 
   it("when the owner set another URL after the attempt that got 410, then the new URL stays enabled", async () => {
-    const clock = new ManualClock(new Date());
-    const bot = await seedBot(t.db);
-    await configureWebhook(t.db, bot.id, "https://example.test/old", issued(12));
-    const delivery = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    const { clock, bot, newDelivery, disabledAt } = await webhookBot("old", 12);
+    const delivery = await newDelivery();
     const sent: WebhookRequest[] = [];
     const deliver = createDeliverHandler({
       db: t.db,
@@ -289,6 +287,6 @@ describe("dead endpoints", () => {
     });
     expect((await deliver({ deliveryId: delivery.id })).kind).toBe("retry");
     expect(sent).toHaveLength(1);
-    expect((await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt).toBeNull();
+    expect(await disabledAt()).toBeNull();
   });
 });
