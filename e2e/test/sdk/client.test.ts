@@ -5,51 +5,27 @@
  * autoposter's posts and its stop on 401.
  */
 
-import {
-  createTestDatabase,
-  type PrivateRedis,
-  randomUserId,
-  seedBot,
-  startRedisServer,
-  type TestDatabase,
-} from "@botdir/db/testing";
+import { randomUserId, seedBot } from "@botdir/db/testing";
 import { ApiError, BotDirClient, type BotDirClientOptions, startAutoposter } from "@botdir/sdk";
-import { type AppProcess, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
-import { type Receiver, startReceiver } from "../../src/receivers.js";
+import { waitFor } from "../../src/processes.js";
 import { type ScriptedProxy, startScriptedProxy } from "../../src/scripted-proxy.js";
-import { appEnv, castVote, deliveriesOf, seedWebhookBot } from "../../src/stack.js";
+import { useStack } from "../../src/stack.js";
 
-const keys = freshKeys();
-let t: TestDatabase;
-let redis: PrivateRedis;
-let api: AppProcess;
-let ingest: AppProcess;
-let receiver: Receiver;
+const stack = useStack({ privateRedis: true });
 let proxy: ScriptedProxy;
 
 beforeAll(async () => {
-  [t, redis, receiver] = await Promise.all([createTestDatabase(), startRedisServer(), startReceiver()]);
-  const env = appEnv({ databaseUrl: t.url, redisUrl: redis.url, keys });
-  [api, ingest] = await Promise.all([
-    startApp("api", env),
-    startApp("vote-ingest", env),
-    startApp("webhook-dispatcher", env),
-  ]);
-  proxy = await startScriptedProxy(api.base);
-}, 90_000);
+  proxy = await startScriptedProxy(stack.api.base);
+});
 
 afterAll(async () => {
-  await stopAll();
   await proxy?.close();
-  await receiver?.close();
-  await redis?.kill();
-  await t?.drop();
 });
 
 /** Quick retries so that the tests do not wait for the production backoff. */
 function client(bot: { id: string; token: string | null }, options: Partial<BotDirClientOptions> = {}) {
   return new BotDirClient({
-    baseUrl: api.base,
+    baseUrl: stack.api.base,
     token: bot.token ?? "",
     botId: bot.id,
     retry: { baseDelayMs: 20, maxDelayMs: 100 },
@@ -57,7 +33,7 @@ function client(bot: { id: string; token: string | null }, options: Partial<BotD
   });
 }
 
-const rowOf = (id: string) => t.db.prisma.bot.findUniqueOrThrow({ where: { id } });
+const rowOf = (id: string) => stack.db.prisma.bot.findUniqueOrThrow({ where: { id } });
 const requestsTo = (botId: string) => proxy.requests.filter((r) => r.path.includes(botId));
 
 async function errorOf(promise: Promise<unknown>): Promise<ApiError> {
@@ -71,7 +47,7 @@ async function errorOf(promise: Promise<unknown>): Promise<ApiError> {
 
 describe("BotDirClient against the real API", () => {
   it("when stats are posted for the bot and then per shard, then the stored server_count is the total and then the shards' sum", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     const sdk = client(bot);
     expect(await sdk.postStats({ serverCount: 1482 })).toEqual({ success: true, server_count: 1482 });
     expect((await rowOf(bot.id)).serverCount).toBe(1482n);
@@ -86,7 +62,7 @@ describe("BotDirClient against the real API", () => {
   });
 
   it("when commands are put, then the list is replaced (duplicates dropped) and an empty array clears it", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     const sdk = client(bot);
     const commands = [
       { name: "ping", description: "Checks the latency" },
@@ -100,10 +76,10 @@ describe("BotDirClient against the real API", () => {
   });
 
   it("when a user voted on the site, then check, hasVoted and votes report that vote", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     const sdk = client(bot);
     const voter = randomUserId();
-    const cast = await castVote(ingest.base, keys.internalKey, bot.id, voter);
+    const cast = await stack.vote(bot.id, voter);
     expect(cast.status).toBe(201);
     const votedAt = (cast.body as { vote: { voted_at: string } }).vote.voted_at;
 
@@ -115,20 +91,20 @@ describe("BotDirClient against the real API", () => {
     });
     expect(await sdk.hasVoted(voter)).toBe(true);
     // The base other directories' clients are given works too.
-    expect(await client(bot, { baseUrl: `${api.base}/api/v1/` }).hasVoted(voter)).toBe(true);
+    expect(await client(bot, { baseUrl: `${stack.api.base}/api/v1/` }).hasVoted(voter)).toBe(true);
     expect(await sdk.hasVoted(randomUserId())).toBe(false);
     expect(await sdk.votes({ limit: 5 })).toEqual([{ user_id: voter, voted_at: votedAt }]);
   });
 
   it("when votesSince pages through 250 votes, then every vote at or after the date comes once, oldest first, in three requests", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     const start = Date.now() - 3_600_000;
     const log = Array.from({ length: 270 }, (_, i) => ({
       botId: bot.id,
       userId: randomUserId(),
       votedAt: new Date(start + i * 1_000),
     }));
-    await t.db.prisma.vote.createMany({ data: log });
+    await stack.db.prisma.vote.createMany({ data: log });
     const since = log[20]!.votedAt;
 
     const seen = [];
@@ -141,11 +117,11 @@ describe("BotDirClient against the real API", () => {
   });
 
   it("when a delivery was delivered, then webhookDeliveries lists it and redeliver sends it again with the same id", async () => {
-    const bot = await seedWebhookBot(t.db, keys, receiver.url("/deliveries"));
+    const bot = await stack.webhookBot(stack.receiver.url("/deliveries"));
     const sdk = client(bot);
-    expect((await castVote(ingest.base, keys.internalKey, bot.id, randomUserId())).status).toBe(201);
+    expect((await stack.vote(bot.id, randomUserId())).status).toBe(201);
     const delivered = await waitFor(async () => {
-      const [d] = await deliveriesOf(t.db, bot.id);
+      const [d] = await stack.deliveries(bot.id);
       return d?.state === "delivered" ? d : null;
     }, "the first delivery");
 
@@ -164,21 +140,25 @@ describe("BotDirClient against the real API", () => {
       state: "pending",
       series: 1,
     });
-    await waitFor(() => receiver.forPath("/deliveries").length === 2, "the redelivery to arrive", 30_000);
-    expect(receiver.forPath("/deliveries").map((r) => r.headers["x-webhook-delivery"])).toEqual([
+    await waitFor(
+      () => stack.receiver.forPath("/deliveries").length === 2,
+      "the redelivery to arrive",
+      30_000,
+    );
+    expect(stack.receiver.forPath("/deliveries").map((r) => r.headers["x-webhook-delivery"])).toEqual([
       delivered.id,
       delivered.id,
     ]);
   }, 60_000);
 
   it("when the path id is another bot's, then ApiError 404 with the API's sentence", async () => {
-    const [bot, other] = await Promise.all([seedBot(t.db), seedBot(t.db)]);
+    const [bot, other] = await Promise.all([seedBot(stack.db), seedBot(stack.db)]);
     const error = await errorOf(client({ id: other.id, token: bot.token }).check(randomUserId()));
     expect([error.status, error.message, error.retryAfter]).toEqual([404, "Bot not found.", undefined]);
   });
 
   it("when the API answers 400 or 401, then the client does not retry", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     const viaProxy = client(bot, { baseUrl: proxy.base });
     const tooLong = await errorOf(viaProxy.putCommands([{ name: "x".repeat(33), description: "d" }]));
     expect([tooLong.status, tooLong.message]).toEqual([
@@ -196,7 +176,7 @@ describe("BotDirClient against the real API", () => {
   });
 
   it("when the first answer is a 503, then the client backs off and the next, real answer succeeds", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     proxy.script({ status: 503, body: { error: "The service is unavailable." } });
     expect(await client(bot, { baseUrl: proxy.base }).postStats({ serverCount: 503 })).toEqual({
       success: true,
@@ -207,7 +187,7 @@ describe("BotDirClient against the real API", () => {
   });
 
   it("when the first answer is a 429 with retryAfter 1, then the client waits that second and succeeds", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     proxy.script({
       status: 429,
       body: { error: "Rate limit exceeded.", retryAfter: 1 },
@@ -222,14 +202,14 @@ describe("BotDirClient against the real API", () => {
   });
 
   it("when the connection drops before an answer, then the client retries it", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     proxy.script("reset");
     expect(await client(bot, { baseUrl: proxy.base }).hasVoted(randomUserId())).toBe(false);
     expect(requestsTo(bot.id).map((r) => r.answer)).toEqual(["reset", 200]);
   });
 
   it("when retry is false, then a 503 is thrown at once", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     proxy.script({ status: 503, body: { error: "The service is unavailable." } });
     const error = await errorOf(client(bot, { baseUrl: proxy.base, retry: false }).votes());
     expect([error.status, error.message]).toEqual([503, "The service is unavailable."]);
@@ -237,7 +217,7 @@ describe("BotDirClient against the real API", () => {
   });
 
   it("when the real limit is exceeded and its wait is beyond the bound, then ApiError 429 carries retryAfter", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     const sdk = client(bot, { retry: { maxRetryAfterMs: 0 } });
     for (let i = 0; i < 10; i++) await sdk.putCommands([]); // PUT /commands: 10 a minute
     const error = await errorOf(sdk.putCommands([]));
@@ -249,7 +229,7 @@ describe("BotDirClient against the real API", () => {
 
 describe("startAutoposter against the real API", () => {
   it("when it runs, then it posts at once and again every interval: the stored server_count follows", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     let count = 100;
     const errors: unknown[] = [];
     const poster = startAutoposter({
@@ -268,7 +248,7 @@ describe("startAutoposter against the real API", () => {
   });
 
   it("when the token is refused (401), then it stops for good while a poster with a good token goes on", async () => {
-    const [bad, good] = await Promise.all([seedBot(t.db), seedBot(t.db)]);
+    const [bad, good] = await Promise.all([seedBot(stack.db), seedBot(stack.db)]);
     const errors: unknown[] = [];
     let goodPosts = 0;
     const refused = startAutoposter({
@@ -297,7 +277,7 @@ describe("startAutoposter against the real API", () => {
   });
 
   it("when a 429's retryAfter is beyond the client's bound, then the next post waits for the window, not the interval", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     const errors: unknown[] = [];
     let posted = false;
     proxy.script({ status: 429, body: { error: "Rate limit exceeded.", retryAfter: 2 } });
@@ -324,7 +304,7 @@ describe("startAutoposter against the real API", () => {
   });
 
   it("when stats() throws, then onError gets it and the poster carries on", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     let calls = 0;
     const errors: unknown[] = [];
     const poster = startAutoposter({

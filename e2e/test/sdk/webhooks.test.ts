@@ -9,13 +9,7 @@
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type RequestListener, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import {
-  createTestDatabase,
-  type PrivateRedis,
-  randomUserId,
-  startRedisServer,
-  type TestDatabase,
-} from "@botdir/db/testing";
+import { randomUserId } from "@botdir/db/testing";
 import {
   expressWebhook,
   fetchWebhook,
@@ -25,38 +19,19 @@ import {
 } from "@botdir/sdk";
 import { standardHeaders } from "@botdir/signing";
 import express from "express";
-import { type AppProcess, call, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
-import { type ReceivedRequest, type Receiver, startReceiver } from "../../src/receivers.js";
-import { appEnv, attemptsOf, castVote, deliveriesOf, seedWebhookBot } from "../../src/stack.js";
+import { call, waitFor } from "../../src/processes.js";
+import { type ReceivedRequest, startReceiver } from "../../src/receivers.js";
+import { useStack } from "../../src/stack.js";
 
-const keys = freshKeys();
+const stack = useStack({ privateRedis: true });
 const newSecret = () => `whsec_${randomBytes(32).toString("hex")}`;
-let t: TestDatabase;
-let redis: PrivateRedis;
-let api: AppProcess;
-let ingest: AppProcess;
-let capture: Receiver;
 const servers: Server[] = [];
 
-beforeAll(async () => {
-  [t, redis, capture] = await Promise.all([createTestDatabase(), startRedisServer(), startReceiver()]);
-  const env = appEnv({ databaseUrl: t.url, redisUrl: redis.url, keys });
-  [api, ingest] = await Promise.all([
-    startApp("api", env),
-    startApp("vote-ingest", env),
-    startApp("webhook-dispatcher", env),
-  ]);
-}, 90_000);
-
 afterAll(async () => {
-  await stopAll();
   for (const server of servers) {
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
-  await capture?.close();
-  await redis?.kill();
-  await t?.drop();
 });
 
 interface Handled {
@@ -126,7 +101,7 @@ function recorder(secret: string | string[]) {
 
 async function deliveredOnce(botId: string, index = 0) {
   return waitFor(async () => {
-    const d = (await deliveriesOf(t.db, botId))[index];
+    const d = (await stack.deliveries(botId))[index];
     return d?.state === "delivered" ? d : null;
   }, "the delivery to be delivered");
 }
@@ -161,9 +136,9 @@ describe.each<AdapterKind>(["express", "node", "fetch"])("the %s adapter", (kind
   });
 
   it("when the dispatcher delivers a vote, then it answers 204 and hands the vote to onVote", async () => {
-    const bot = await seedWebhookBot(t.db, keys, `${base}/hook`, secret);
+    const bot = await stack.webhookBot(`${base}/hook`, secret);
     const voter = randomUserId();
-    expect((await castVote(ingest.base, keys.internalKey, bot.id, voter)).status).toBe(201);
+    expect((await stack.vote(bot.id, voter)).status).toBe(201);
     const delivery = await deliveredOnce(bot.id);
     await waitFor(() => right.of(delivery.id).length === 1, "onVote");
     expect(right.of(delivery.id)[0]?.vote).toEqual({
@@ -172,38 +147,38 @@ describe.each<AdapterKind>(["express", "node", "fetch"])("the %s adapter", (kind
       user_id: voter,
       voted_at: expect.any(String),
     });
-    expect((await attemptsOf(t.db, delivery.id)).map((a) => a.statusCode)).toEqual([204]);
+    expect((await stack.attempts(delivery.id)).map((a) => a.statusCode)).toEqual([204]);
   }, 30_000);
 
   it("when the same delivery comes again (a redelivery), then 204 and onVote is not called again", async () => {
-    const bot = await seedWebhookBot(t.db, keys, `${base}/hook`, secret);
+    const bot = await stack.webhookBot(`${base}/hook`, secret);
     const auth = { authorization: bot.token };
-    await castVote(ingest.base, keys.internalKey, bot.id, randomUserId());
+    await stack.vote(bot.id, randomUserId());
     const first = await deliveredOnce(bot.id);
     await waitFor(() => right.of(first.id).length === 1, "onVote for the first delivery");
-    const redeliver = `${api.base}/api/v1/bots/${bot.id}/webhook/deliveries/${first.id}/redeliver`;
+    const redeliver = `${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries/${first.id}/redeliver`;
     expect((await call(redeliver, { method: "POST", headers: auth })).status).toBe(202);
     await waitFor(
       async () => {
-        const attempts = await attemptsOf(t.db, first.id);
+        const attempts = await stack.attempts(first.id);
         return attempts.some((a) => a.series === 1 && a.statusCode === 204);
       },
       "the redelivery's 204",
       30_000,
     );
     // Sentinel: a later vote is handed on, so a second call for the first id would have run by then.
-    await castVote(ingest.base, keys.internalKey, bot.id, randomUserId());
+    await stack.vote(bot.id, randomUserId());
     const second = await deliveredOnce(bot.id, 1);
     await waitFor(() => right.of(second.id).length === 1, "onVote for the sentinel");
     expect(right.of(first.id)).toHaveLength(1);
   }, 60_000);
 
   it("when the receiver holds another secret, then it answers 401 to the real delivery and hands nothing on", async () => {
-    const bot = await seedWebhookBot(t.db, keys, `${base}/wrong`, secret);
-    await castVote(ingest.base, keys.internalKey, bot.id, randomUserId());
-    const [delivery] = await deliveriesOf(t.db, bot.id);
+    const bot = await stack.webhookBot(`${base}/wrong`, secret);
+    await stack.vote(bot.id, randomUserId());
+    const [delivery] = await stack.deliveries(bot.id);
     const attempts = await waitFor(async () => {
-      const rows = await attemptsOf(t.db, delivery!.id);
+      const rows = await stack.attempts(delivery!.id);
       return rows.length > 0 ? rows : null;
     }, "the first attempt");
     expect(attempts[0]?.statusCode).toBe(401);
@@ -212,11 +187,11 @@ describe.each<AdapterKind>(["express", "node", "fetch"])("the %s adapter", (kind
 
   it("when a captured delivery is tampered with, replayed with an old timestamp, or repeated, then 401, 401, 204 once", async () => {
     // The dispatcher's real request, captured on its way to another receiver with the same secret.
-    const bot = await seedWebhookBot(t.db, keys, capture.url(`/${kind}`), secret);
+    const bot = await stack.webhookBot(stack.receiver.url(`/${kind}`), secret);
     const voter = randomUserId();
-    await castVote(ingest.base, keys.internalKey, bot.id, voter);
+    await stack.vote(bot.id, voter);
     const [real] = await waitFor(
-      () => (capture.forPath(`/${kind}`).length ? capture.forPath(`/${kind}`) : null),
+      () => (stack.receiver.forPath(`/${kind}`).length ? stack.receiver.forPath(`/${kind}`) : null),
       "the capture",
     );
     const deliveryId = real!.headers["webhook-id"] as string;
@@ -241,9 +216,9 @@ describe.each<AdapterKind>(["express", "node", "fetch"])("the %s adapter", (kind
     await waitFor(() => right.of(deliveryId).length === 1, "onVote for the genuine request");
     expect(await replay(`${base}/hook`, real!)).toEqual({ status: 204, body: "" });
     // Sentinel: another genuine delivery is handed on after the repeat.
-    await castVote(ingest.base, keys.internalKey, bot.id, randomUserId());
+    await stack.vote(bot.id, randomUserId());
     const [, sentinel] = await waitFor(
-      () => (capture.forPath(`/${kind}`).length === 2 ? capture.forPath(`/${kind}`) : null),
+      () => (stack.receiver.forPath(`/${kind}`).length === 2 ? stack.receiver.forPath(`/${kind}`) : null),
       "the second capture",
     );
     expect((await replay(`${base}/hook`, sentinel!)).status).toBe(204);
@@ -261,33 +236,33 @@ describe("verification during a secret rotation", () => {
     const holdsOld = recorder(oldSecret);
     let holdsNew: ReturnType<typeof recorder> | undefined;
     const base = await startAdapter("express", { "/old": holdsOld.options });
-    const bot = await seedWebhookBot(t.db, keys, `${base}/old`, oldSecret);
+    const bot = await stack.webhookBot(`${base}/old`, oldSecret);
 
-    const rotated = await call(`${ingest.base}/internal/v1/bots/${bot.id}/webhook/secret`, {
+    const rotated = await call(`${stack.ingest.base}/internal/v1/bots/${bot.id}/webhook/secret`, {
       method: "POST",
-      headers: { authorization: keys.internalKey },
+      headers: { authorization: stack.keys.internalKey },
     });
     expect(rotated.status).toBe(200);
     const rotatedSecret = (rotated.body as { secret: string }).secret;
     expect(rotatedSecret).not.toBe(oldSecret);
 
     // A receiver not yet deployed with the new secret.
-    await castVote(ingest.base, keys.internalKey, bot.id, randomUserId());
+    await stack.vote(bot.id, randomUserId());
     const first = await deliveredOnce(bot.id);
     await waitFor(() => holdsOld.of(first.id).length === 1, "the receiver holding the old secret");
 
     // A receiver that has only the new secret: same bot, its URL moved to it.
     holdsNew = recorder(rotatedSecret);
     const newBase = await startAdapter("fetch", { "/new": holdsNew.options });
-    await t.db.prisma.bot.update({ where: { id: bot.id }, data: { webhookUrl: `${newBase}/new` } });
+    await stack.db.prisma.bot.update({ where: { id: bot.id }, data: { webhookUrl: `${newBase}/new` } });
     const check = await startReceiver();
     try {
-      await castVote(ingest.base, keys.internalKey, bot.id, randomUserId());
+      await stack.vote(bot.id, randomUserId());
       const second = await deliveredOnce(bot.id, 1);
       await waitFor(() => holdsNew?.of(second.id).length === 1, "the receiver holding the new secret");
       // And the request itself carries both signatures (captured from the next vote).
-      await t.db.prisma.bot.update({ where: { id: bot.id }, data: { webhookUrl: check.url("/both") } });
-      await castVote(ingest.base, keys.internalKey, bot.id, randomUserId());
+      await stack.db.prisma.bot.update({ where: { id: bot.id }, data: { webhookUrl: check.url("/both") } });
+      await stack.vote(bot.id, randomUserId());
       const [captured] = await waitFor(() => (check.requests.length ? check.requests : null), "the capture");
       expect(String(captured?.headers["webhook-signature"]).split(" ")).toHaveLength(2);
     } finally {
