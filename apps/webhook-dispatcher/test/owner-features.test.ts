@@ -32,14 +32,15 @@ afterAll(async () => {
 /** A secret as botctl issues it. */
 const issued = (n: number) => `whsec_${n.toString(16).padStart(2, "0").repeat(32)}`;
 
-function handler(clock: ManualClock, reply: AttemptOutcome) {
+/** The handler with the dead-endpoint rule; `reply` is the outcome of every attempt (or makes it). */
+function handler(clock: ManualClock, reply: AttemptOutcome | (() => Promise<AttemptOutcome>)) {
   const sent: WebhookRequest[] = [];
   const deliver = createDeliverHandler({
     db: t.db,
     secrets: secretBox,
     send: async (request) => {
       sent.push(request);
-      return reply;
+      return typeof reply === "function" ? reply() : reply;
     },
     clock,
     logger: silentLogger,
@@ -267,23 +268,13 @@ describe("dead endpoints", () => {
   it("when the owner set another URL after the attempt that got 410, then the new URL stays enabled", async () => {
     const { clock, bot, newDelivery, disabledAt } = await webhookBot("old", 12);
     const delivery = await newDelivery();
-    const sent: WebhookRequest[] = [];
-    const deliver = createDeliverHandler({
-      db: t.db,
-      secrets: secretBox,
-      send: async (request) => {
-        sent.push(request);
-        // The owner moves the webhook while the attempt to the old URL is in flight.
-        await t.db.prisma.bot.update({
-          where: { id: bot.id },
-          data: { webhookUrl: "https://example.test/new" },
-        });
-        return gone;
-      },
-      clock,
-      logger: silentLogger,
-      retryDelays: DELAYS,
-      leaseMs: LEASE_MS,
+    const { deliver, sent } = handler(clock, async () => {
+      // The owner moves the webhook while the attempt to the old URL is in flight.
+      await t.db.prisma.bot.update({
+        where: { id: bot.id },
+        data: { webhookUrl: "https://example.test/new" },
+      });
+      return gone;
     });
     expect((await deliver({ deliveryId: delivery.id })).kind).toBe("retry");
     expect(sent).toHaveLength(1);
