@@ -285,21 +285,25 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
     });
   }
   const real = () => createDeliveryStore(t.db, { maxBatch: 50, maxInFlight: 2 });
+  /** A real store whose records go through `record` (handed the real store's record). */
+  function withRecord(
+    record: (
+      input: Parameters<DeliveryStore["record"]>[0],
+      real: DeliveryStore["record"],
+    ) => ReturnType<DeliveryStore["record"]>,
+  ): DeliveryStore {
+    const store = real();
+    return { claim: store.claim, record: (input) => record(input, store.record) };
+  }
 
   it("when the record fails once after a 2xx, then it is tried again and the delivery ends delivered with one attempt", async () => {
     const clock = new ManualClock();
     const delivery = await arrange(clock);
-    const store = real();
     let calls = 0;
-    const flaky: DeliveryStore = {
-      claim: store.claim,
-      record: (input) => {
-        calls++;
-        return calls === 1
-          ? Promise.reject(new Error("Connection terminated unexpectedly"))
-          : store.record(input);
-      },
-    };
+    const flaky = withRecord((input, record) => {
+      calls++;
+      return calls === 1 ? Promise.reject(new Error("Connection terminated unexpectedly")) : record(input);
+    });
 
     const result = await handler(clock, flaky)({ deliveryId: delivery.id });
 
@@ -313,14 +317,10 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
   it("when recording is slow, then the handler reports the HTTP attempt's own duration (the receiver's pace), not claim + record", async () => {
     const clock = new ManualClock();
     const delivery = await arrange(clock);
-    const store = real();
-    const slow: DeliveryStore = {
-      claim: store.claim,
-      record: async (input) => {
-        await new Promise((r) => setTimeout(r, 3_000));
-        return store.record(input);
-      },
-    };
+    const slow = withRecord(async (input, record) => {
+      await new Promise((r) => setTimeout(r, 3_000));
+      return record(input);
+    });
     const sent: number[] = [];
     const started = performance.now();
 
@@ -340,17 +340,13 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
   it("when the record committed but its reply was lost, then the retry recognises its own write instead of reporting a takeover", async () => {
     const clock = new ManualClock();
     const delivery = await arrange(clock);
-    const store = real();
     let calls = 0;
-    const lostReply: DeliveryStore = {
-      claim: store.claim,
-      record: async (input) => {
-        calls++;
-        const result = await store.record(input);
-        if (calls === 1) throw new Error("Connection terminated unexpectedly");
-        return result;
-      },
-    };
+    const lostReply = withRecord(async (input, record) => {
+      calls++;
+      const result = await record(input);
+      if (calls === 1) throw new Error("Connection terminated unexpectedly");
+      return result;
+    });
 
     const result = await handler(clock, lostReply)({ deliveryId: delivery.id });
 
@@ -361,16 +357,12 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
   it("when the record keeps failing, then the handler gives up before the lease ends and nothing is recorded", async () => {
     const clock = new ManualClock();
     const delivery = await arrange(clock);
-    const store = real();
     let calls = 0;
     let firstRecordAt = 0;
-    const down: DeliveryStore = {
-      claim: store.claim,
-      record: () => {
-        if (calls++ === 0) firstRecordAt = performance.now();
-        return Promise.reject(new Error("the database system is shutting down"));
-      },
-    };
+    const down = withRecord(() => {
+      if (calls++ === 0) firstRecordAt = performance.now();
+      return Promise.reject(new Error("the database system is shutting down"));
+    });
 
     await expect(handler(clock, down, 1_500)({ deliveryId: delivery.id })).rejects.toThrow(/shutting down/);
 
