@@ -133,6 +133,20 @@ afterAll(async () => {
   await t.drop();
 });
 
+/** The bot's first delivery, once it has ended failed. */
+async function failedDelivery(botId: string) {
+  const [delivery] = await waitFor(
+    async () => {
+      const rows = await deliveriesOf(t.db, botId);
+      return rows[0]?.state === "failed" ? rows : null;
+    },
+    "the delivery to fail",
+    20_000,
+  );
+  if (!delivery) throw new Error("no delivery");
+  return delivery;
+}
+
 describe("SSRF through vote-ingest and the dispatcher", () => {
   it("when the webhook host answers a public address when set and loopback when the dispatcher connects (DNS rebinding), then every attempt is refused_target and no connection is made", async () => {
     const { call } = await stack(false);
@@ -145,16 +159,9 @@ describe("SSRF through vote-ingest and the dispatcher", () => {
 
     const vote = await call("POST", "/internal/v1/votes", { bot_id: bot.id, user_id: randomUserId() });
     expect(vote.status).toBe(201);
-    const [delivery] = await waitFor(
-      async () => {
-        const rows = await deliveriesOf(t.db, bot.id);
-        return rows[0]?.state === "failed" ? rows : null;
-      },
-      "the delivery to fail",
-      20_000,
-    );
+    const delivery = await failedDelivery(bot.id);
 
-    const attempts = await attemptsOf(t.db, delivery!.id);
+    const attempts = await attemptsOf(t.db, delivery.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual(
       [1, 2, 3, 4, 5].map((n) => [n, null, "refused_target"]),
     );
@@ -181,16 +188,9 @@ describe("SSRF through vote-ingest and the dispatcher", () => {
       expect(
         (await call("POST", "/internal/v1/votes", { bot_id: bot.id, user_id: randomUserId() })).status,
       ).toBe(201);
-      const [delivery] = await waitFor(
-        async () => {
-          const rows = await deliveriesOf(t.db, bot.id);
-          return rows[0]?.state === "failed" ? rows : null;
-        },
-        "the delivery to fail",
-        20_000,
-      );
+      const delivery = await failedDelivery(bot.id);
 
-      const attempts = await attemptsOf(t.db, delivery!.id);
+      const attempts = await attemptsOf(t.db, delivery.id);
       expect(attempts.map((a) => [a.statusCode, a.errorKind])).toEqual(
         Array.from({ length: 5 }, () => [302, "redirect"]),
       );
