@@ -243,6 +243,31 @@ export interface TestStores extends TestDatabase {
   close(): Promise<void>;
 }
 
+/**
+ * This test file's stores (startStores): created before its tests and closed after them, once the
+ * steps given to `beforeClose` (a queue on its Redis, a server) have run, the last given first.
+ * Read it inside tests and hooks.
+ */
+export function useStores(): TestStores & { beforeClose(step: () => unknown): void } {
+  let started: TestStores | undefined;
+  const steps: (() => unknown)[] = [];
+  beforeAll(async () => {
+    started = await startStores();
+  });
+  afterAll(async () => {
+    for (const step of steps.reverse()) await step();
+    await started?.close();
+  });
+  const beforeClose = (step: () => unknown) => void steps.push(step);
+  return new Proxy({} as TestStores & { beforeClose: typeof beforeClose }, {
+    get(_target, key) {
+      if (key === "beforeClose") return beforeClose;
+      if (!started) throw new Error("the stores are read outside a test");
+      return Reflect.get(started, key);
+    },
+  });
+}
+
 export async function startStores(): Promise<TestStores> {
   const [t, redis] = await Promise.all([createTestDatabase(), connectSharedRedis()]);
   return {

@@ -7,24 +7,21 @@ import { randomBytes } from "node:crypto";
 import type { RequestListener } from "node:http";
 import { createSecretBox } from "@botdir/db";
 import { randomBotId } from "@botdir/db/testing";
-import type { RedisClient } from "@botdir/service-kit";
 import { ManualClock } from "@botdir/service-kit";
 import { silentLogger } from "@botdir/service-kit/testing";
 import type { Express } from "express";
 import request from "supertest";
 import { createApp as createApiApp } from "../../apps/api/src/app.js";
 import { createApp as createIngestApp } from "../../apps/vote-ingest/src/app.js";
-import { startStores, type TestStores } from "../src/stack.js";
+import { useStores } from "../src/stack.js";
 
 const KEY = randomBytes(24).toString("base64url");
-let t: TestStores;
-let redis: RedisClient;
+const t = useStores();
 let api: RequestListener;
 let ingest: Express;
 
-beforeAll(async () => {
-  t = await startStores();
-  redis = t.redis;
+beforeAll(() => {
+  const redis = t.redis;
   const clock = new ManualClock(new Date("2026-11-21T05:00:00.000Z"));
   api = createApiApp({ db: t.db, redis, clock, logger: silentLogger, redisPrefix: t.prefix });
   ingest = createIngestApp({
@@ -36,10 +33,6 @@ beforeAll(async () => {
     secretBox: createSecretBox(randomBytes(32)),
     webhookResolver: null,
   });
-});
-
-afterAll(async () => {
-  await t?.close();
 });
 
 const rotate = async (id: string): Promise<string> => {

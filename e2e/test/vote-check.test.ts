@@ -5,7 +5,6 @@
 
 import type { RequestListener } from "node:http";
 import { randomUserId, seedBot } from "@botdir/db/testing";
-import type { RedisClient } from "@botdir/service-kit";
 import { ManualClock } from "@botdir/service-kit";
 import { silentLogger } from "@botdir/service-kit/testing";
 import type { Express } from "express";
@@ -13,20 +12,18 @@ import request from "supertest";
 import { createApp as createApi } from "../../apps/api/src/app.js";
 import { createApp as createIngest } from "../../apps/vote-ingest/src/app.js";
 import { createDeliveryQueue, type DeliveryQueue } from "../../apps/vote-ingest/src/outbox/queue.js";
-import { startStores, type TestStores } from "../src/stack.js";
+import { useStores } from "../src/stack.js";
 
 const KEY = "e2e-internal-key-0123456789abcdef";
 
-let t: TestStores;
-let redis: RedisClient;
+const t = useStores();
 let queue: DeliveryQueue;
 let clock: ManualClock;
 let ingest: Express;
 let api: RequestListener;
 
-beforeAll(async () => {
-  t = await startStores();
-  redis = t.redis;
+beforeAll(() => {
+  const redis = t.redis;
   clock = new ManualClock("2026-11-21T09:15:30.789Z");
   const prefix = t.prefix;
   queue = createDeliveryQueue({ db: t.db, redis, prefix: `${prefix}bull`, logger: silentLogger });
@@ -39,12 +36,10 @@ beforeAll(async () => {
     deliveryQueue: queue,
   });
   api = createApi({ db: t.db, redis, clock, logger: silentLogger, redisPrefix: prefix });
-});
-
-afterAll(async () => {
-  await queue.queue.obliterate({ force: true });
-  await queue.close();
-  await t?.close();
+  t.beforeClose(async () => {
+    await queue.queue.obliterate({ force: true });
+    await queue.close();
+  });
 });
 
 const cast = (botId: string, userId: string) =>
