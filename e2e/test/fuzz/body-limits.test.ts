@@ -6,33 +6,34 @@ import { randomBytes } from "node:crypto";
 import { gzipSync } from "node:zlib";
 import { createSecretBox } from "@botdir/db";
 import { seedBot } from "@botdir/db/testing";
-import type { RedisClient } from "@botdir/service-kit";
 import { systemClock } from "@botdir/service-kit";
 import { silentLogger } from "@botdir/service-kit/testing";
 import { createApp as createApi } from "../../../apps/api/src/app.js";
 import { createApp as createIngest } from "../../../apps/vote-ingest/src/app.js";
 import { checkAnswer, destroyAgent, type RawRequest, type Served, send, serve } from "../../src/fuzz.js";
-import { startStores, type TestStores } from "../../src/stack.js";
+import { useStores } from "../../src/stack.js";
 
 const KEY = `ik_${randomBytes(16).toString("hex")}`;
-let t: TestStores;
-let redis: RedisClient;
+const t = useStores();
 let api: Served;
 let ingest: Served;
 let bot: { id: string; token: string };
+t.beforeClose(async () => {
+  destroyAgent();
+  await api?.close();
+  await ingest?.close();
+});
 
 beforeAll(async () => {
-  t = await startStores();
-  redis = t.redis;
   const seeded = await seedBot(t.db);
   bot = { id: seeded.id, token: seeded.token ?? "" };
   api = await serve(
-    createApi({ db: t.db, redis, clock: systemClock, logger: silentLogger, redisPrefix: t.prefix }),
+    createApi({ db: t.db, redis: t.redis, clock: systemClock, logger: silentLogger, redisPrefix: t.prefix }),
   );
   ingest = await serve(
     createIngest({
       db: t.db,
-      redis,
+      redis: t.redis,
       clock: systemClock,
       logger: silentLogger,
       internalApiKey: KEY,
@@ -40,13 +41,6 @@ beforeAll(async () => {
       webhookResolver: null,
     }),
   );
-});
-
-afterAll(async () => {
-  destroyAgent();
-  await api?.close();
-  await ingest?.close();
-  await t?.close();
 });
 
 const DEPTH = 100_000;
