@@ -68,6 +68,28 @@ afterAll(async () => {
 const botRow = (id: string) => t.db.prisma.bot.findUniqueOrThrow({ where: { id } });
 const BAD_ID_PARAM = "The bot id must be a bot application id (17 to 19 digits).";
 
+/**
+ * The two refusals every per-bot endpoint shares: an unknown bot is 404 Bot not found., and
+ * `badId` (not an application id) is 400 naming the parameter. `send` makes the request for an id.
+ */
+function itRefusesUnknownAndBadIds(
+  send: (id: string) => PromiseLike<request.Response>,
+  badId: string,
+  unknownTitle = "when the bot does not exist, then 404",
+) {
+  it(unknownTitle, async () => {
+    const res = await send(randomBotId());
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual({ error: "Bot not found." });
+  });
+
+  it("when the id is not an application id, then 400 naming it", async () => {
+    const res = await send(badId);
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: BAD_ID_PARAM });
+  });
+}
+
 describe("internal key", () => {
   const someId = randomBotId();
   const endpoints: Array<[string, string]> = [
@@ -183,19 +205,11 @@ describe("POST /internal/v1/bots/:id/approve", () => {
     expect((await botRow(id)).approvedAt).toEqual(before);
   });
 
-  it("when the bot does not exist, then 404 Bot not found.", async () => {
-    const res = await request(app)
-      .post(`/internal/v1/bots/${randomBotId()}/approve`)
-      .set("Authorization", KEY);
-    expect(res.status).toBe(404);
-    expect(res.body).toEqual({ error: "Bot not found." });
-  });
-
-  it("when the id is not an application id, then 400 naming it", async () => {
-    const res = await request(app).post("/internal/v1/bots/abc/approve").set("Authorization", KEY);
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: BAD_ID_PARAM });
-  });
+  itRefusesUnknownAndBadIds(
+    (id) => request(app).post(`/internal/v1/bots/${id}/approve`).set("Authorization", KEY),
+    "abc",
+    "when the bot does not exist, then 404 Bot not found.",
+  );
 });
 
 describe("POST /internal/v1/bots/:id/token", () => {
@@ -238,19 +252,10 @@ describe("POST /internal/v1/bots/:id/token", () => {
     expect((await botRow(id)).tokenHash).toBeNull();
   });
 
-  it("when the bot does not exist, then 404", async () => {
-    const res = await request(app).post(`/internal/v1/bots/${randomBotId()}/token`).set("Authorization", KEY);
-    expect(res.status).toBe(404);
-    expect(res.body).toEqual({ error: "Bot not found." });
-  });
-
-  it("when the id is not an application id, then 400 naming it", async () => {
-    const res = await request(app)
-      .post("/internal/v1/bots/1234567890123456789012/token")
-      .set("Authorization", KEY);
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: BAD_ID_PARAM });
-  });
+  itRefusesUnknownAndBadIds(
+    (id) => request(app).post(`/internal/v1/bots/${id}/token`).set("Authorization", KEY),
+    "1234567890123456789012",
+  );
 });
 
 describe("PUT /internal/v1/bots/:id/webhook", () => {
@@ -383,17 +388,7 @@ describe("PUT /internal/v1/bots/:id/webhook", () => {
     expect(res.body).toEqual({ error: sentence });
   });
 
-  it("when the bot does not exist, then 404", async () => {
-    const res = await put(randomBotId(), { url: "https://hooks.example.com/x" });
-    expect(res.status).toBe(404);
-    expect(res.body).toEqual({ error: "Bot not found." });
-  });
-
-  it("when the id is not an application id, then 400 naming it", async () => {
-    const res = await put("bot-one", { url: "https://hooks.example.com/x" });
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: BAD_ID_PARAM });
-  });
+  itRefusesUnknownAndBadIds((id) => put(id, { url: "https://hooks.example.com/x" }), "bot-one");
 
   it("when no encryption key is configured, then 503 and nothing is stored", async () => {
     const keyless = build({ secretBox: null });
@@ -444,19 +439,10 @@ describe("DELETE /internal/v1/bots/:id/webhook", () => {
     expect(list.body.attempts).toHaveLength(1);
   });
 
-  it("when the bot does not exist, then 404", async () => {
-    const res = await request(app)
-      .delete(`/internal/v1/bots/${randomBotId()}/webhook`)
-      .set("Authorization", KEY);
-    expect(res.status).toBe(404);
-    expect(res.body).toEqual({ error: "Bot not found." });
-  });
-
-  it("when the id is not an application id, then 400 naming it", async () => {
-    const res = await request(app).delete("/internal/v1/bots/x/webhook").set("Authorization", KEY);
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: BAD_ID_PARAM });
-  });
+  itRefusesUnknownAndBadIds(
+    (id) => request(app).delete(`/internal/v1/bots/${id}/webhook`).set("Authorization", KEY),
+    "x",
+  );
 });
 
 describe("GET /internal/v1/bots/:id/webhook/deliveries", () => {
@@ -526,19 +512,10 @@ describe("GET /internal/v1/bots/:id/webhook/deliveries", () => {
     expect(res.body).toEqual({ attempts: [] });
   });
 
-  it("when the bot does not exist, then 404", async () => {
-    const res = await request(app)
-      .get(`/internal/v1/bots/${randomBotId()}/webhook/deliveries`)
-      .set("Authorization", KEY);
-    expect(res.status).toBe(404);
-    expect(res.body).toEqual({ error: "Bot not found." });
-  });
-
-  it("when the id is not an application id, then 400 naming it", async () => {
-    const res = await request(app).get("/internal/v1/bots/12/webhook/deliveries").set("Authorization", KEY);
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: BAD_ID_PARAM });
-  });
+  itRefusesUnknownAndBadIds(
+    (id) => request(app).get(`/internal/v1/bots/${id}/webhook/deliveries`).set("Authorization", KEY),
+    "12",
+  );
 });
 
 describe("GET /internal/v1/bots/:id", () => {
@@ -589,17 +566,10 @@ describe("GET /internal/v1/bots/:id", () => {
     });
   });
 
-  it("when the bot does not exist, then 404", async () => {
-    const res = await request(app).get(`/internal/v1/bots/${randomBotId()}`).set("Authorization", KEY);
-    expect(res.status).toBe(404);
-    expect(res.body).toEqual({ error: "Bot not found." });
-  });
-
-  it("when the id is not an application id, then 400 naming it", async () => {
-    const res = await request(app).get("/internal/v1/bots/%20").set("Authorization", KEY);
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: BAD_ID_PARAM });
-  });
+  itRefusesUnknownAndBadIds(
+    (id) => request(app).get(`/internal/v1/bots/${id}`).set("Authorization", KEY),
+    "%20",
+  );
 
   it("when another method is used on a known path, then 405 with the error body", async () => {
     const res = await request(app).patch(`/internal/v1/bots/${randomBotId()}`).set("Authorization", KEY);
