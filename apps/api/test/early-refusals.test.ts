@@ -14,7 +14,7 @@ import { createEarlyRefusals, earlyRouteOf } from "../src/http/early-refusals.js
 import { createApiMetrics } from "../src/metrics.js";
 import { createLimitNotes } from "../src/services/limit-notes.js";
 import { createTokenSet, type TokenSet } from "../src/services/token-set.js";
-import { CapturingLogger, USER, useHarness } from "./support.js";
+import { CapturingLogger, checkVote, USER, useHarness } from "./support.js";
 
 const { h } = useHarness();
 const sets: TokenSet[] = [];
@@ -245,11 +245,7 @@ describe("the whole app", () => {
     const bot = await seedBot(h.t.db);
     const metrics = createApiMetrics();
     const app = h.app({ tokens: await freshTokenSet(), metrics, limits: { check: 1 } });
-    const check = () =>
-      request(app)
-        .get(`/api/v1/bots/${bot.id}/check`)
-        .query({ userId: USER })
-        .set({ Authorization: bot.token as string });
+    const check = () => checkVote(app, bot);
     expect((await check()).status).toBe(200);
     expect((await check()).status).toBe(429); // Redis decides, the note is written
     const queries = watchQueries(h.t.db.pool);

@@ -4,7 +4,7 @@ import { loggerOptions } from "@botdir/service-kit";
 import { pino } from "pino";
 import request from "supertest";
 import { type ApiMetrics, createApiMetrics, createMetricsApp } from "../src/metrics.js";
-import { deadRedis, USER, useHarness } from "./support.js";
+import { checkVote, deadRedis, USER, useHarness } from "./support.js";
 
 const { h } = useHarness();
 
@@ -22,11 +22,7 @@ describe("API metrics (internal METRICS_PORT listener)", () => {
     const metrics = createApiMetrics();
     const app = h.app({ metrics, limits: { check: 2 } });
     const bot = await seedBot(h.t.db);
-    const check = () =>
-      request(app)
-        .get(`/api/v1/bots/${bot.id}/check`)
-        .query({ userId: USER })
-        .set({ Authorization: bot.token as string });
+    const check = () => checkVote(app, bot);
 
     expect((await check()).status).toBe(200);
     expect((await check()).status).toBe(200);
@@ -61,10 +57,7 @@ describe("API metrics (internal METRICS_PORT listener)", () => {
     const app = h.app({ metrics, redis, limiterTimeoutMs: undefined });
     const bot = await seedBot(h.t.db);
 
-    const res = await request(app)
-      .get(`/api/v1/bots/${bot.id}/check`)
-      .query({ userId: USER })
-      .set({ Authorization: bot.token as string });
+    const res = await checkVote(app, bot);
     expect(res.status).toBe(200);
     redis.disconnect();
 

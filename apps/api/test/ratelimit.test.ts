@@ -5,7 +5,7 @@ import { randomBotId, seedBot, startRedisServer } from "@botdir/db/testing";
 import { redisReady } from "@botdir/service-kit/testing";
 import { Redis } from "ioredis";
 import request from "supertest";
-import { cmd, deadRedis, failFastRedis, USER, useHarness } from "./support.js";
+import { checkVote, cmd, deadRedis, failFastRedis, USER, useHarness } from "./support.js";
 
 const { h } = useHarness();
 
@@ -106,10 +106,7 @@ describe("the other endpoints' limits", () => {
       .post(`/api/v1/bots/${bot.id}/stats`)
       .set(bot.auth)
       .send({ server_count: 1 });
-    const check = await request(app)
-      .get(`/api/v1/bots/${bot.id}/check`)
-      .query({ userId: USER })
-      .set(bot.auth);
+    const check = await checkVote(app, bot);
     const votes = await request(app).get(`/api/v1/bots/${bot.id}/votes`).set(bot.auth);
     expect([stats.headers["ratelimit-limit"], stats.headers["ratelimit-policy"]]).toEqual(["60", "60;w=60"]);
     expect([check.headers["ratelimit-limit"], check.headers["ratelimit-policy"]]).toEqual([
@@ -159,10 +156,7 @@ describe("fail-open", () => {
     const write = await putCommands(app, bot.id, bot.auth);
     expect(write.status).toBe(200);
     expect(write.headers["ratelimit-remaining"]).toBeUndefined();
-    const check = await request(app)
-      .get(`/api/v1/bots/${bot.id}/check`)
-      .query({ userId: USER })
-      .set(bot.auth);
+    const check = await checkVote(app, bot);
     expect(check.status).toBe(200);
     expect((await putCommands(app, bot.id, { Authorization: "not-a-token" })).status).toBe(401);
     return write;
@@ -229,10 +223,7 @@ describe("fail-open", () => {
     const app = h.app({ redis, limiterTimeoutMs: undefined });
     const bot = await newBot();
     try {
-      const res = await request(app)
-        .get(`/api/v1/bots/${bot.id}/check`)
-        .query({ userId: USER })
-        .set(bot.auth);
+      const res = await checkVote(app, bot);
       expect(res.status).toBe(200);
       expect(res.body.voted).toBe(0);
       const events = logger.events("rate_limit_fail_open").slice(before) as { reason: string }[];

@@ -12,7 +12,7 @@ import type { Redis } from "ioredis";
 import request from "supertest";
 import type { ApiApp } from "../src/app.js";
 import { createTokenSet, type TokenSet } from "../src/services/token-set.js";
-import { cmd, deadRedis, USER, useHarness } from "./support.js";
+import { checkVote, cmd, deadRedis, USER, useHarness } from "./support.js";
 
 const { h } = useHarness();
 
@@ -110,10 +110,7 @@ describe("unknown tokens", () => {
   it("when a known token makes its first request of the minute, then it is counted (the window opens after authentication)", async () => {
     const app = h.app();
     const bot = await seedBot(h.t.db);
-    const res = await request(app)
-      .get(`/api/v1/bots/${bot.id}/check`)
-      .query({ userId: USER })
-      .set({ Authorization: bot.token as string });
+    const res = await checkVote(app, bot);
     expect(res.status).toBe(200);
     expect(res.headers["ratelimit-remaining"]).toBe(String(Number(res.headers["ratelimit-limit"]) - 1));
     expect((await keysOf(h.prefix)).filter((k) => k.includes(":rl:check:"))).toHaveLength(1);

@@ -5,10 +5,18 @@ import { createTestDatabase, type TestDatabase, testRedisPrefix, testRedisUrl } 
 import { type Logger, ManualClock } from "@botdir/service-kit";
 import { connectRedis } from "@botdir/service-kit/testing";
 import { Redis } from "ioredis";
+import request from "supertest";
 import { type ApiApp, createApp } from "../src/app.js";
 import type { ApiDeps } from "../src/deps.js";
 
 export const USER = "987654321098765432";
+
+/** GET /api/v1/bots/{id}/check for USER, authorized with the bot's token. */
+export const checkVote = (app: RequestListener, bot: { id: string; token?: string | null }) =>
+  request(app)
+    .get(`/api/v1/bots/${bot.id}/check`)
+    .query({ userId: USER })
+    .set({ Authorization: bot.token as string });
 
 /** A logger that keeps every line, so tests can look for events and for leaked secrets. */
 export class CapturingLogger implements Logger {
