@@ -67,6 +67,20 @@ function record(
   });
 }
 
+/** The deliver handler on the test database, sending for real, with `overrides` (a store, a lease...). */
+function handler(clock: ManualClock, overrides: Partial<Parameters<typeof createDeliverHandler>[0]> = {}) {
+  return createDeliverHandler({
+    db: t.db,
+    secrets: secretBox,
+    send: createWebhookSender({ timeoutMs: 2_000, allowPrivateTargets: true }),
+    clock,
+    logger: silentLogger,
+    retryDelays: DELAYS,
+    leaseMs: LEASE_MS,
+    ...overrides,
+  });
+}
+
 describe("claiming and recording attempts", () => {
   it("when an attempt is in flight, then a second claim is told to wait until the lease ends and uses no attempt", async () => {
     const clock = new ManualClock();
@@ -195,19 +209,14 @@ describe("claiming and recording attempts", () => {
     const unreadable = Object.assign(new Error("No configured encryption key decrypts the stored secret."), {
       keyId: "0badc0de",
     });
-    const deliver = createDeliverHandler({
-      db: t.db,
+    const deliver = handler(clock, {
       secrets: {
         ...secretBox,
         decrypt: () => {
           throw unreadable;
         },
       },
-      send: createWebhookSender({ timeoutMs: 2_000, allowPrivateTargets: true }),
-      clock,
       logger: logger as typeof silentLogger,
-      retryDelays: DELAYS,
-      leaseMs: LEASE_MS,
     });
 
     const first = await deliver({ deliveryId: delivery.id });
@@ -250,15 +259,7 @@ describe("claiming and recording attempts", () => {
     const clock = new ManualClock(new Date());
     const delivery = await arrange(clock);
     const before = receiver.requests.length;
-    const deliver = createDeliverHandler({
-      db: t.db,
-      secrets: secretBox,
-      send: createWebhookSender({ timeoutMs: 2_000, allowPrivateTargets: true }),
-      clock,
-      logger: silentLogger,
-      retryDelays: DELAYS,
-      leaseMs: LEASE_MS,
-    });
+    const deliver = handler(clock);
 
     const results = await Promise.all([
       deliver({ deliveryId: delivery.id }),
@@ -272,18 +273,6 @@ describe("claiming and recording attempts", () => {
 });
 
 describe("durable outcomes: recording an attempt retries within the claim", () => {
-  function handler(clock: ManualClock, store: DeliveryStore, leaseMs = LEASE_MS) {
-    return createDeliverHandler({
-      db: t.db,
-      secrets: secretBox,
-      send: createWebhookSender({ timeoutMs: 2_000, allowPrivateTargets: true }),
-      clock,
-      logger: silentLogger,
-      retryDelays: DELAYS,
-      leaseMs,
-      store,
-    });
-  }
   const real = () => createDeliveryStore(t.db, { maxBatch: 50, maxInFlight: 2 });
   /** A real store whose records go through `record` (handed the real store's record). */
   function withRecord(
@@ -305,7 +294,7 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
       return calls === 1 ? Promise.reject(new Error("Connection terminated unexpectedly")) : record(input);
     });
 
-    const result = await handler(clock, flaky)({ deliveryId: delivery.id });
+    const result = await handler(clock, { store: flaky })({ deliveryId: delivery.id });
 
     expect(result).toEqual({ kind: "delivered", attemptNumber: 1 });
     expect(calls).toBe(2);
@@ -324,9 +313,13 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
     const sent: number[] = [];
     const started = performance.now();
 
-    const result = await handler(clock, slow)({ deliveryId: delivery.id }, undefined, (outcome) => {
-      sent.push(outcome.durationMs);
-    });
+    const result = await handler(clock, { store: slow })(
+      { deliveryId: delivery.id },
+      undefined,
+      (outcome) => {
+        sent.push(outcome.durationMs);
+      },
+    );
 
     expect(result.kind).toBe("delivered");
     expect(performance.now() - started).toBeGreaterThanOrEqual(3_000);
@@ -348,7 +341,7 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
       return result;
     });
 
-    const result = await handler(clock, lostReply)({ deliveryId: delivery.id });
+    const result = await handler(clock, { store: lostReply })({ deliveryId: delivery.id });
 
     expect(result).toEqual({ kind: "delivered", attemptNumber: 1 });
     expect(await attemptRows(t.db, delivery.id)).toHaveLength(1);
@@ -364,7 +357,9 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
       return Promise.reject(new Error("the database system is shutting down"));
     });
 
-    await expect(handler(clock, down, 1_500)({ deliveryId: delivery.id })).rejects.toThrow(/shutting down/);
+    await expect(
+      handler(clock, { store: down, leaseMs: 1_500 })({ deliveryId: delivery.id }),
+    ).rejects.toThrow(/shutting down/);
 
     // Measured from the first record (the manual clock stands still, so 1.5 s of lease are left
     // then): the claim and the HTTP attempt before it are not part of the window.
