@@ -216,6 +216,48 @@ export async function freePort(): Promise<number> {
 }
 
 /**
+ * redis-server on 127.0.0.1:`port` with `args`: the process at once, and `ready` once it accepts
+ * connections (rejected if it exits, fails to spawn, or is not ready within 10 s; its last output
+ * is in the error).
+ */
+function spawnRedisServer(
+  spawn: typeof import("node:child_process").spawn,
+  label: string,
+  port: number,
+  args: string[],
+): { proc: import("node:child_process").ChildProcess; ready: Promise<void> } {
+  const proc = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const ready = new Promise<void>((resolve, reject) => {
+    let output = "";
+    const timer = setTimeout(() => {
+      proc.kill("SIGKILL");
+      reject(new Error(`${label} did not start on port ${port}: ${output.slice(-500)}`));
+    }, 10_000);
+    proc.stdout?.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes("Ready to accept connections")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    proc.stderr?.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    proc.once("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    proc.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${label} exited with ${code}: ${output.slice(-500)}`));
+    });
+  });
+  return { proc, ready };
+}
+
+/**
  * A private `redis-server` for fault tests (stop it, kill it, bring it back empty) without touching
  * the shared Redis. Needs `redis-server` on PATH. Nothing is persisted (`--save "" --appendonly no`),
  * so a restart is an empty Redis, as after a crash without persistence.
@@ -232,39 +274,19 @@ export async function startRedisServer(options: { port?: number } = {}): Promise
   const killOnExit = () => child?.kill("SIGKILL");
   process.once("exit", killOnExit);
 
-  const start = () =>
-    new Promise<void>((resolve, reject) => {
-      mkdirSync(dir, { recursive: true }); // removed by stop/kill; a restart makes it again
-      const proc = spawn(
-        "redis-server",
-        ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir],
-        { stdio: ["ignore", "pipe", "pipe"] },
-      );
-      child = proc;
-      let output = "";
-      const timer = setTimeout(() => {
-        proc.kill("SIGKILL");
-        reject(new Error(`redis-server did not start on port ${port}: ${output.slice(-500)}`));
-      }, 10_000);
-      proc.stdout?.on("data", (chunk: Buffer) => {
-        output += chunk.toString();
-        if (output.includes("Ready to accept connections")) {
-          clearTimeout(timer);
-          resolve();
-        }
-      });
-      proc.stderr?.on("data", (chunk: Buffer) => {
-        output += chunk.toString();
-      });
-      proc.once("error", (error) => {
-        clearTimeout(timer);
-        reject(error);
-      });
-      proc.once("exit", (code) => {
-        clearTimeout(timer);
-        reject(new Error(`redis-server exited with ${code}: ${output.slice(-500)}`));
-      });
-    });
+  const start = () => {
+    mkdirSync(dir, { recursive: true }); // removed by stop/kill; a restart makes it again
+    const { proc, ready } = spawnRedisServer(spawn, "redis-server", port, [
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--dir",
+      dir,
+    ]);
+    child = proc;
+    return ready;
+  };
 
   const terminate = (signal: NodeJS.Signals) =>
     new Promise<void>((resolve) => {
@@ -569,49 +591,25 @@ export async function startRedisCluster(options: { masters?: number } = {}): Pro
   };
   process.once("exit", killAll);
 
-  const start = (index: number) =>
-    new Promise<void>((resolve, reject) => {
-      const port = ports[index] as number;
-      const proc = spawn(
-        "redis-server",
-        [
-          "--port",
-          String(port),
-          "--bind",
-          "127.0.0.1",
-          "--cluster-enabled",
-          "yes",
-          "--cluster-config-file",
-          `nodes-${port}.conf`,
-          "--cluster-node-timeout",
-          "2000",
-          "--save",
-          "",
-          "--appendonly",
-          "no",
-          "--dir",
-          dir,
-        ],
-        { stdio: ["ignore", "pipe", "pipe"] },
-      );
-      children[index] = proc;
-      let output = "";
-      const timer = setTimeout(() => {
-        proc.kill("SIGKILL");
-        reject(new Error(`redis-server (cluster) did not start on port ${port}: ${output.slice(-500)}`));
-      }, 10_000);
-      proc.stdout?.on("data", (chunk: Buffer) => {
-        output += chunk.toString();
-        if (output.includes("Ready to accept connections")) {
-          clearTimeout(timer);
-          resolve();
-        }
-      });
-      proc.once("exit", (code) => {
-        clearTimeout(timer);
-        reject(new Error(`redis-server (cluster) exited with ${code}: ${output.slice(-500)}`));
-      });
-    });
+  const start = (index: number) => {
+    const port = ports[index] as number;
+    const { proc, ready } = spawnRedisServer(spawn, "redis-server (cluster)", port, [
+      "--cluster-enabled",
+      "yes",
+      "--cluster-config-file",
+      `nodes-${port}.conf`,
+      "--cluster-node-timeout",
+      "2000",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--dir",
+      dir,
+    ]);
+    children[index] = proc;
+    return ready;
+  };
 
   const terminate = (index: number, signal: NodeJS.Signals) =>
     new Promise<void>((resolve) => {
