@@ -216,7 +216,8 @@ export async function freePort(): Promise<number> {
 }
 
 /**
- * redis-server on 127.0.0.1:`port` with `args`: the process at once, and `ready` once it accepts
+ * redis-server on 127.0.0.1:`port` with nothing persisted (`--save "" --appendonly no`, working
+ * directory `dir`) and `args`: the process at once, and `ready` once it accepts
  * connections (rejected if it exits, fails to spawn, or is not ready within 10 s; its last output
  * is in the error).
  */
@@ -224,11 +225,26 @@ function spawnRedisServer(
   spawn: typeof import("node:child_process").spawn,
   label: string,
   port: number,
-  args: string[],
+  dir: string,
+  args: string[] = [],
 ): { proc: import("node:child_process").ChildProcess; ready: Promise<void> } {
-  const proc = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", ...args], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const proc = spawn(
+    "redis-server",
+    [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      ...args,
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--dir",
+      dir,
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
   const ready = new Promise<void>((resolve, reject) => {
     let output = "";
     const timer = setTimeout(() => {
@@ -276,14 +292,7 @@ export async function startRedisServer(options: { port?: number } = {}): Promise
 
   const start = () => {
     mkdirSync(dir, { recursive: true }); // removed by stop/kill; a restart makes it again
-    const { proc, ready } = spawnRedisServer(spawn, "redis-server", port, [
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--dir",
-      dir,
-    ]);
+    const { proc, ready } = spawnRedisServer(spawn, "redis-server", port, dir);
     child = proc;
     return ready;
   };
@@ -593,19 +602,13 @@ export async function startRedisCluster(options: { masters?: number } = {}): Pro
 
   const start = (index: number) => {
     const port = ports[index] as number;
-    const { proc, ready } = spawnRedisServer(spawn, "redis-server (cluster)", port, [
+    const { proc, ready } = spawnRedisServer(spawn, "redis-server (cluster)", port, dir, [
       "--cluster-enabled",
       "yes",
       "--cluster-config-file",
       `nodes-${port}.conf`,
       "--cluster-node-timeout",
       "2000",
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--dir",
-      dir,
     ]);
     children[index] = proc;
     return ready;
