@@ -4,6 +4,7 @@
  * bodies.
  */
 import { z } from "zod";
+import { ApiError } from "./errors.js";
 
 /** The edit page and the public API list the last ten attempts. */
 export const DELIVERY_ATTEMPTS_SHOWN = 10;
@@ -70,3 +71,15 @@ export const DELIVERY_MESSAGES = {
   pending: "The delivery is still pending; redeliver it once it is delivered or failed.",
   noWebhook: "The bot has no webhook URL; set one before redelivering.",
 } as const;
+
+/** The answer to a redelivery that did not start, identical in both apps: 404, or 409 with why. */
+export function redeliveryRefusal(kind: "not_found" | "pending" | "no_webhook"): ApiError {
+  switch (kind) {
+    case "not_found":
+      return new ApiError("not_found", DELIVERY_MESSAGES.notFound);
+    case "pending":
+      return new ApiError("conflict", DELIVERY_MESSAGES.pending);
+    case "no_webhook":
+      return new ApiError("conflict", DELIVERY_MESSAGES.noWebhook);
+  }
+}

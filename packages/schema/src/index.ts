@@ -13,6 +13,7 @@ export {
   DeliveryAttemptsResponse,
   DeliveryState,
   RedeliverResponse,
+  redeliveryRefusal,
 } from "./deliveries.js";
 export type { ErrorBodyShape, ErrorCode } from "./errors.js";
 export { ApiError, describeIssue, ERROR_STATUS, ErrorBody, MESSAGES, parseOrThrow } from "./errors.js";

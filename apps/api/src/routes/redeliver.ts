@@ -6,7 +6,7 @@
  * the other endpoints': 401, 404 (bot), 429, then 404 (delivery) / 409.
  */
 import { redeliver } from "@botdir/db";
-import { ApiError, DELIVERY_MESSAGES, type RedeliverResponse } from "@botdir/schema";
+import { type RedeliverResponse, redeliveryRefusal } from "@botdir/schema";
 import { sendJson } from "@botdir/service-kit";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
@@ -25,23 +25,14 @@ export function registerRedeliver(router: Router, ctx: ApiContext): void {
     const rate = await countConfirmed(ctx, "redeliver", tokenHash, first, tokenBotId);
     const botId = admit(res, { tokenBotId, pathId: req.params.id, rate });
     const result = await redeliver(ctx.db, botId, req.params.deliveryId, ctx.clock.now());
-    switch (result.kind) {
-      case "not_found":
-        throw new ApiError("not_found", DELIVERY_MESSAGES.notFound);
-      case "pending":
-        throw new ApiError("conflict", DELIVERY_MESSAGES.pending);
-      case "no_webhook":
-        throw new ApiError("conflict", DELIVERY_MESSAGES.noWebhook);
-      case "redelivered": {
-        const body: RedeliverResponse = {
-          deliveryId: result.delivery.id,
-          state: "pending",
-          series: result.series,
-        };
-        res.setHeader("Cache-Control", "no-store");
-        sendJson(res, body, 202);
-      }
-    }
+    if (result.kind !== "redelivered") throw redeliveryRefusal(result.kind);
+    const body: RedeliverResponse = {
+      deliveryId: result.delivery.id,
+      state: "pending",
+      series: result.series,
+    };
+    res.setHeader("Cache-Control", "no-store");
+    sendJson(res, body, 202);
   });
   allowOnly(router, REDELIVER_PATH, ["POST"]);
 }

@@ -18,7 +18,7 @@ import {
   toIso,
   toIsoOrNull,
 } from "@botdir/db";
-import { ApiError, DELIVERY_MESSAGES, MESSAGES, type RedeliverResponse } from "@botdir/schema";
+import { ApiError, MESSAGES, type RedeliverResponse, redeliveryRefusal } from "@botdir/schema";
 import { type Clock, type KeyRingEnv, keyRing } from "@botdir/service-kit";
 import { checkWebhookUrl, type Resolver, systemResolver } from "@botdir/webhook-targets";
 import type { DeliveryQueue } from "../outbox/queue.js";
@@ -378,18 +378,10 @@ export function createListings(deps: ListingsDeps) {
       await requireBot(id);
       const now = deps.clock.now();
       const result = await redeliver(deps.db, id, deliveryId, now);
-      switch (result.kind) {
-        case "not_found":
-          throw new ApiError("not_found", DELIVERY_MESSAGES.notFound);
-        case "pending":
-          throw new ApiError("conflict", DELIVERY_MESSAGES.pending);
-        case "no_webhook":
-          throw new ApiError("conflict", DELIVERY_MESSAGES.noWebhook);
-        case "redelivered":
-          // A finished job is removed (removeOnComplete/removeOnFail), so the add creates a new one.
-          await deps.deliveryQueue?.handOff(result.delivery, now);
-          return { deliveryId, state: "pending", series: result.series };
-      }
+      if (result.kind !== "redelivered") throw redeliveryRefusal(result.kind);
+      // A finished job is removed (removeOnComplete/removeOnFail), so the add creates a new one.
+      await deps.deliveryQueue?.handOff(result.delivery, now);
+      return { deliveryId, state: "pending", series: result.series };
     },
 
     /** The listing as the edit page shows it: no token, no secret. */
