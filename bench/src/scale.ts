@@ -18,7 +18,7 @@ import { Agent, request as httpRequest } from "node:http";
 import path from "node:path";
 import { createSecretBox, hashToken, migrate } from "@botdir/db";
 import pg from "pg";
-import { type LoadResult, load } from "./load.js";
+import { average, type LoadResult, load } from "./load.js";
 import {
   appNodeArgs,
   freePort,
@@ -398,18 +398,6 @@ async function main(): Promise<void> {
     const only = process.env.BENCH_ONLY?.split(",").map((w) => w.trim().toLowerCase());
     const want = (name: string) => !only || only.some((w) => name.toLowerCase().includes(w));
     const table: Record<string, { small: LoadResult; large: LoadResult; ratio: number }> = {};
-    const mean = (rs: LoadResult[]): LoadResult => {
-      const n = rs.length;
-      const sum = (k: keyof LoadResult) => rs.reduce((a, r) => a + r[k], 0);
-      return {
-        rps: Math.round(sum("rps") / n),
-        p50: Math.round((sum("p50") / n) * 10) / 10,
-        p99: Math.round((sum("p99") / n) * 10) / 10,
-        non2xx: sum("non2xx"),
-        errors: sum("errors"),
-        total: sum("total"),
-      };
-    };
     for (const [name, spec] of Object.entries(paths)) {
       if (!want(name)) continue;
       const runs: Record<"small" | "large", LoadResult[]> = { small: [], large: [] };
@@ -426,7 +414,7 @@ async function main(): Promise<void> {
           );
         }
       }
-      const row = { small: mean(runs.small), large: mean(runs.large), ratio: 0 };
+      const row = { small: average(runs.small), large: average(runs.large), ratio: 0 };
       row.ratio = Math.round((row.large.rps / Math.max(1, row.small.rps)) * 100) / 100;
       table[name] = row;
       log(
