@@ -1,10 +1,10 @@
 import { createTestDatabase, type TestDatabase } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
 import { silentLogger } from "@botdir/service-kit/testing";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import request from "supertest";
 import { createApp } from "../src/app.js";
-import { failFastRedis } from "./support.js";
+import { deadRedis, failFastRedis } from "./support.js";
 
 let t: TestDatabase;
 let redis: Redis;
@@ -28,14 +28,8 @@ describe("GET /api/health", () => {
   });
 
   it("when Redis is unreachable, then 503 naming Redis", async () => {
-    const deadRedis = new Redis("redis://127.0.0.1:1", {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      lazyConnect: true,
-      retryStrategy: () => null,
-    });
-    deadRedis.on("error", () => {});
-    const app = createApp({ db: t.db, redis: deadRedis, clock: new ManualClock(), logger: silentLogger });
+    const unreachable = deadRedis();
+    const app = createApp({ db: t.db, redis: unreachable, clock: new ManualClock(), logger: silentLogger });
     const res = await request(app).get("/api/health");
     expect(res.status).toBe(503);
     expect(res.body).toEqual({
@@ -43,7 +37,7 @@ describe("GET /api/health", () => {
       checks: { postgres: "ok", redis: "down" },
       error: "Redis is unreachable.",
     });
-    deadRedis.disconnect();
+    unreachable.disconnect();
   });
 
   it("answers unknown routes with a JSON 404", async () => {
