@@ -1,13 +1,13 @@
 import type { Db } from "@botdir/db";
 import {
   errorHandler,
+  healthHandler,
   type Logger,
   metricsHandler,
   notFound,
   type RedisClient,
   type Registry,
   requestId,
-  runHealthChecks,
 } from "@botdir/service-kit";
 import express, { type Express } from "express";
 
@@ -24,14 +24,7 @@ export function createHttpApp(deps: DispatcherHttpDeps): Express {
   const app = express();
   app.disable("x-powered-by");
   app.use(requestId());
-  app.get("/health", async (_req, res) => {
-    const report = await runHealthChecks({
-      postgres: () => deps.db.pool.query("SELECT 1"),
-      redis: () => deps.redis.ping(),
-    });
-    res.setHeader("Cache-Control", "no-store");
-    res.status(report.ok ? 200 : 503).json(report.body);
-  });
+  app.get("/health", healthHandler(deps));
   if (deps.metrics) app.get("/metrics", metricsHandler(deps.metrics.registry));
   app.use(notFound());
   app.use(errorHandler(deps.logger));

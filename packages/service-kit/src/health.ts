@@ -1,4 +1,5 @@
 /** Dependency checks behind every app's health endpoint. */
+import type { RequestHandler } from "express";
 import { withTimeout } from "./timeout.js";
 
 export type HealthChecks = Record<string, () => Promise<unknown>>;
@@ -31,4 +32,22 @@ export async function runHealthChecks(checks: HealthChecks, timeoutMs = 1_000): 
   if (down.length === 0) return { ok: true, body: { status: "ok", checks: statuses } };
   const error = `${down.join(" and ")} ${down.length === 1 ? "is" : "are"} unreachable.`;
   return { ok: false, body: { status: "unavailable", checks: statuses, error } };
+}
+
+/**
+ * Every app's health endpoint (no credential): PostgreSQL and Redis checked, 200 or 503 with the
+ * report's body, never cached.
+ */
+export function healthHandler(deps: {
+  db: { pool: { query(sql: string): Promise<unknown> } };
+  redis: { ping(): Promise<unknown> };
+}): RequestHandler {
+  return async (_req, res) => {
+    const report = await runHealthChecks({
+      postgres: () => deps.db.pool.query("SELECT 1"),
+      redis: () => deps.redis.ping(),
+    });
+    res.setHeader("Cache-Control", "no-store");
+    res.status(report.ok ? 200 : 503).json(report.body);
+  };
 }

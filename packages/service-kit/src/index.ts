@@ -17,7 +17,7 @@ export {
   ServiceEnvFields,
 } from "./env.js";
 export type { HealthChecks, HealthReport } from "./health.js";
-export { runHealthChecks } from "./health.js";
+export { healthHandler, runHealthChecks } from "./health.js";
 export type { Logger, ShutdownStep } from "./http.js";
 export {
   closeServer,

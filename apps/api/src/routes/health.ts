@@ -1,4 +1,4 @@
-import { runHealthChecks } from "@botdir/service-kit";
+import { healthHandler } from "@botdir/service-kit";
 import type { Router } from "express";
 import type { ApiDeps } from "../deps.js";
 import { allowOnly } from "../http/methods.js";
@@ -8,13 +8,6 @@ import { allowOnly } from "../http/methods.js";
  * when the service can serve; 503 with the same shape plus `error` naming what is down.
  */
 export function registerHealth(router: Router, deps: Pick<ApiDeps, "db" | "redis">): void {
-  router.get("/api/health", async (_req, res) => {
-    const report = await runHealthChecks({
-      postgres: () => deps.db.pool.query("SELECT 1"),
-      redis: () => deps.redis.ping(),
-    });
-    res.setHeader("Cache-Control", "no-store");
-    res.status(report.ok ? 200 : 503).json(report.body);
-  });
+  router.get("/api/health", healthHandler(deps));
   allowOnly(router, "/api/health", ["GET"]);
 }
