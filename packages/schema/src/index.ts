@@ -30,6 +30,7 @@ export {
 } from "./jobs.js";
 export type { JsonObject, SchemaSide } from "./openapi.js";
 export {
+  authorizationHeader,
   componentSchemas,
   ERROR_COMPONENT,
   errorResponse,

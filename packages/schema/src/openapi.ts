@@ -27,6 +27,14 @@ export function componentSchemas(entries: Record<string, [z.ZodType, SchemaSide]
   );
 }
 
+/** A security scheme of a credential sent in the Authorization header. */
+export const authorizationHeader = (description: string): JsonObject => ({
+  type: "apiKey",
+  in: "header",
+  name: "Authorization",
+  description,
+});
+
 /** A reference to a component schema. */
 export const schemaRef = (name: string): JsonObject => ({ $ref: `#/components/schemas/${name}` });
 

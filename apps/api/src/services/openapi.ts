@@ -4,6 +4,7 @@
  * A test checks that every route of the router is described here and nothing else.
  */
 import {
+  authorizationHeader,
   BotId,
   COMMAND_LIMITS,
   CommandsBody,
@@ -514,13 +515,9 @@ export function buildOpenApi(): JsonObject {
     webhooks: buildWebhooks(),
     components: {
       securitySchemes: {
-        botToken: {
-          type: "apiKey",
-          in: "header",
-          name: "Authorization",
-          description:
-            "The bot's API token: bare, `Bearer <token>` or `Bot <token>` (scheme names case-insensitive).",
-        },
+        botToken: authorizationHeader(
+          "The bot's API token: bare, `Bearer <token>` or `Bot <token>` (scheme names case-insensitive).",
+        ),
       },
       schemas: componentSchemas({
         CommandsBody: [CommandsBody, "input"],

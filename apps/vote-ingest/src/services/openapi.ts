@@ -5,6 +5,7 @@
  * documented, and that real responses validate against the documented schemas.
  */
 import {
+  authorizationHeader,
   BotId,
   CastVoteBody,
   CastVoteResponse,
@@ -328,13 +329,9 @@ export function buildOpenApi(): JsonObject {
     paths: buildPaths(),
     components: {
       securitySchemes: {
-        internalKey: {
-          type: "apiKey",
-          in: "header",
-          name: "Authorization",
-          description:
-            "INTERNAL_API_KEY, bare or as `Bearer <key>`, compared in constant time. Held by the site frontend and operators only.",
-        },
+        internalKey: authorizationHeader(
+          "INTERNAL_API_KEY, bare or as `Bearer <key>`, compared in constant time. Held by the site frontend and operators only.",
+        ),
       },
       schemas: componentSchemas({
         CastVoteBody: [CastVoteBody, "input"],
