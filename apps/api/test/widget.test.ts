@@ -119,17 +119,7 @@ describe("GET /widget/{id}.svg", () => {
   it("when Redis is down, then the badge is still served from PostgreSQL", async () => {
     const bot = await seedBot(h.t.db, { serverCount: 77 });
     const redis = deadRedis();
-    const res = await request(h.app({ redis }))
-      .get(`/widget/${bot.id}.svg`)
-      .buffer(true)
-      .parse((r, done) => {
-        let text = "";
-        r.setEncoding("utf8");
-        r.on("data", (c: string) => {
-          text += c;
-        });
-        r.on("end", () => done(null, text));
-      });
+    const res = await widget(bot.id, h.app({ redis }));
     expect(res.status).toBe(200);
     expect(res.body).toContain(">77</text>");
     redis.disconnect();
