@@ -137,25 +137,23 @@ describe("PUT /api/v1/bots/{id}/commands", () => {
     },
   );
 
-  it("when the JSON does not parse, then 400 Invalid JSON body.", async () => {
+  it.each<[string, (req: ReturnType<typeof put>) => ReturnType<typeof put>, string]>([
+    [
+      "when the JSON does not parse, then 400 Invalid JSON body.",
+      (req) => req.set("Content-Type", "application/json").send('{"commands": ['),
+      "Invalid JSON body.",
+    ],
+    ["when there is no body, then 400 Invalid JSON body.", (req) => req, "Invalid JSON body."],
+    [
+      "when the content type is not JSON, then 400 naming the content type",
+      (req) => req.set("Content-Type", "text/plain").send('{"commands":[]}'),
+      "Content-Type must be application/json.",
+    ],
+  ])("%s", async (_title, send, error) => {
     const { id, auth } = await newBot();
-    const res = await put(id, auth).set("Content-Type", "application/json").send('{"commands": [');
+    const res = await send(put(id, auth));
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: "Invalid JSON body." });
-  });
-
-  it("when there is no body, then 400 Invalid JSON body.", async () => {
-    const { id, auth } = await newBot();
-    const res = await put(id, auth);
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: "Invalid JSON body." });
-  });
-
-  it("when the content type is not JSON, then 400 naming the content type", async () => {
-    const { id, auth } = await newBot();
-    const res = await put(id, auth).set("Content-Type", "text/plain").send('{"commands":[]}');
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: "Content-Type must be application/json." });
+    expect(res.body).toEqual({ error });
   });
 
   it("when the body is over 1 MB, then a JSON 413", async () => {
