@@ -34,6 +34,17 @@ async function botWithSecret(stored: string | null): Promise<string> {
   return id;
 }
 
+/** `botctl secrets reencrypt` with the ring (new key first), its result and the lines it printed. */
+async function reencrypt() {
+  const lines: string[] = [];
+  const result = await runBotctl(
+    ["secrets", "reencrypt"],
+    { DATABASE_URL: t.url, SECRET_ENCRYPTION_KEYS: ring },
+    (l) => lines.push(l),
+  );
+  return { result, lines };
+}
+
 const stored = async (id: string) =>
   (await t.db.prisma.bot.findUniqueOrThrow({ where: { id } })).webhookSecretEncrypted as string;
 
@@ -50,12 +61,7 @@ describe("botctl secrets reencrypt", () => {
     const before = await stored(current);
     await botWithSecret(null); // a bot without a webhook is not touched
 
-    const lines: string[] = [];
-    const result = await runBotctl(
-      ["secrets", "reencrypt"],
-      { DATABASE_URL: t.url, SECRET_ENCRYPTION_KEYS: ring },
-      (l) => lines.push(l),
-    );
+    const { result, lines } = await reencrypt();
     expect(result).toEqual({ code: 0, output: { reencrypted: 5, alreadyCurrent: 1, unreadable: 0 } });
     expect(lines.at(-1)).toContain(
       `webhook_secret_encrypted: scanned 6; 5 re-encrypted, 1 already under key ${keyIdOf(newKey)}`,
@@ -69,11 +75,7 @@ describe("botctl secrets reencrypt", () => {
       expect(onlyNew.decrypt(value)).toBe(secret);
     }
 
-    const again = await runBotctl(
-      ["secrets", "reencrypt"],
-      { DATABASE_URL: t.url, SECRET_ENCRYPTION_KEYS: ring },
-      () => {},
-    );
+    const { result: again } = await reencrypt();
     expect(again).toEqual({ code: 0, output: { reencrypted: 0, alreadyCurrent: 6, unreadable: 0 } });
   });
 
@@ -114,12 +116,7 @@ describe("botctl secrets reencrypt", () => {
     const lost = await botWithSecret(createSecretBox(stranger).encrypt("lost"));
     const fine = await botWithSecret(createSecretBox(oldKey).encrypt("fine"));
     const lostValue = await stored(lost);
-    const lines: string[] = [];
-    const result = await runBotctl(
-      ["secrets", "reencrypt"],
-      { DATABASE_URL: t.url, SECRET_ENCRYPTION_KEYS: ring },
-      (l) => lines.push(l),
-    );
+    const { result, lines } = await reencrypt();
     expect(result).toEqual({ code: 1, output: { reencrypted: 1, alreadyCurrent: 0, unreadable: 1 } });
     expect(lines.join("\n")).toContain(
       `bot ${lost}: no configured key decrypts its secret (key id ${keyIdOf(stranger)})`,
