@@ -56,17 +56,23 @@ describe("a dead endpoint", () => {
 });
 
 describe("a secret rotation", () => {
-  it("when a bot's secret was rotated and the previous one is still in its overlap, then the dispatcher's delivery carries a Standard Webhooks signature under each secret, and only the new secret signs X-Webhook-Signature-256", async () => {
+  /** A bot whose webhook at `path` has a new secret and a previous one whose overlap ends `untilMs` from now. */
+  async function rotatedBot(path: string, untilMs: number) {
     const current = `whsec_${randomBytes(24).toString("base64")}`;
     const previous = `whsec_${randomBytes(24).toString("base64")}`;
-    const bot = await stack.webhookBot(stack.receiver.url("/rotating"), current);
+    const bot = await stack.webhookBot(stack.receiver.url(path), current);
     await stack.db.prisma.bot.update({
       where: { id: bot.id },
       data: {
         webhookPreviousSecretEncrypted: createSecretBox(stack.keys.encryptionKey).encrypt(previous),
-        webhookPreviousSecretUntil: new Date(Date.now() + 3_600_000),
+        webhookPreviousSecretUntil: new Date(Date.now() + untilMs),
       },
     });
+    return { bot, current, previous };
+  }
+
+  it("when a bot's secret was rotated and the previous one is still in its overlap, then the dispatcher's delivery carries a Standard Webhooks signature under each secret, and only the new secret signs X-Webhook-Signature-256", async () => {
+    const { bot, current, previous } = await rotatedBot("/rotating", 3_600_000);
 
     expect((await stack.vote(bot.id, randomUserId())).status).toBe(201);
     const [request] = await waitFor(() => {
@@ -91,16 +97,7 @@ describe("a secret rotation", () => {
   });
 
   it("when the previous secret's overlap has ended, then the delivery is signed with the new secret only", async () => {
-    const current = `whsec_${randomBytes(24).toString("base64")}`;
-    const previous = `whsec_${randomBytes(24).toString("base64")}`;
-    const bot = await stack.webhookBot(stack.receiver.url("/rotated"), current);
-    await stack.db.prisma.bot.update({
-      where: { id: bot.id },
-      data: {
-        webhookPreviousSecretEncrypted: createSecretBox(stack.keys.encryptionKey).encrypt(previous),
-        webhookPreviousSecretUntil: new Date(Date.now() - 1_000),
-      },
-    });
+    const { bot } = await rotatedBot("/rotated", -1_000);
 
     expect((await stack.vote(bot.id, randomUserId())).status).toBe(201);
     const [request] = await waitFor(() => {
