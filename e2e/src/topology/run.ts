@@ -1,0 +1,97 @@
+/**
+ * `pnpm test:topology`: the apps as a distributed system. Builds the apps, starts a 3-master Redis
+ * Cluster, PgBouncer in transaction mode in front of the local PostgreSQL, 2 API, 2 vote-ingest and
+ * 3 webhook-dispatcher replicas from dist/, runs a minute of mixed load with faults
+ * (scenario.ts), prints one summary line and exits 1 with every broken promise listed.
+ *
+ * Options: `--no-build` (dist/ is current), `--simple` (PostgreSQL directly and one Redis: the
+ * single-instance setup, same scenario). Environment: DATABASE_URL (the PostgreSQL server; default
+ * the local one), TOPOLOGY_PORT_BASE (default 17000: ports base..base+2 and base+100..base+102 for
+ * the cluster, base+3 for the single Redis, base+10 for PgBouncer, base+20 on for the apps).
+ */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { REPO_ROOT } from "../processes.js";
+import { findBinaries, MissingBinaryError } from "./binaries.js";
+import { runScenario, type ScenarioOptions, summary, violations } from "./scenario.js";
+import { startTopology, type Topology } from "./topology.js";
+
+const args = new Set(process.argv.slice(2));
+const started = Date.now();
+const elapsed = () => ((Date.now() - started) / 1000).toFixed(1);
+const log = (line: string) => process.stdout.write(`[topology ${elapsed()} s] ${line}\n`);
+
+const SCENARIO: ScenarioOptions = {
+  loadMs: 60_000,
+  votesPerSecond: 300,
+  checksPerSecond: 100,
+  statsPerSecond: 20,
+  webhookBots: 40,
+  redisDownMs: 5_000,
+  deliveryDeadlineMs: 120_000,
+  log,
+};
+
+async function main(): Promise<number> {
+  let binaries: ReturnType<typeof findBinaries>;
+  try {
+    binaries = findBinaries();
+  } catch (error) {
+    if (!(error instanceof MissingBinaryError)) throw error;
+    process.stdout.write(`topology: FAILED: ${error.message}\n`);
+    return 1;
+  }
+
+  if (!args.has("--no-build")) {
+    log("building the apps (turbo run build)");
+    const built = spawnSync("pnpm", ["exec", "turbo", "run", "build", "--output-logs=errors-only"], {
+      cwd: REPO_ROOT,
+      stdio: ["ignore", "inherit", "inherit"],
+    });
+    if (built.status !== 0) {
+      process.stdout.write("topology: FAILED: the build failed\n");
+      return 1;
+    }
+  }
+
+  const distributed = !args.has("--simple");
+  let topology: Topology | undefined;
+  let problems: string[] = [];
+  let line = "";
+  try {
+    topology = await startTopology({
+      distributed,
+      portBase: Number(process.env.TOPOLOGY_PORT_BASE || 17000),
+      serverUrl: process.env.DATABASE_URL || "postgresql://postgres@127.0.0.1:5432/postgres",
+      binaries,
+      log,
+    });
+    const figures = await runScenario(topology, SCENARIO);
+    problems = violations(figures, SCENARIO);
+    const total = (Date.now() - started) / 1000;
+    if (total > 300) problems.push(`the suite took ${total.toFixed(0)} s, more than 5 minutes`);
+    line = `${summary(figures, total)} (${distributed ? "PgBouncer + Redis Cluster" : "PostgreSQL + one Redis"})`;
+  } catch (error) {
+    problems.push(`the suite could not run: ${(error as Error).stack ?? error}`);
+  } finally {
+    if (topology && problems.length > 0) {
+      const dir = mkdtempSync(join(tmpdir(), "botdir-topology-logs-"));
+      topology.saveLogs(dir);
+      problems.push(`process logs: ${dir}`);
+    }
+    await topology?.destroy();
+  }
+  if (line) process.stdout.write(`${line}\n`);
+  if (problems.length === 0) {
+    process.stdout.write("topology: ok\n");
+    return 0;
+  }
+  process.stdout.write(
+    `topology: FAILED (${problems.length}):\n${problems.map((p) => `  - ${p}`).join("\n")}\n`,
+  );
+  return 1;
+}
+
+process.exit(await main());
