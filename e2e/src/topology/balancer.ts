@@ -8,7 +8,14 @@
 import http from "node:http";
 
 export type Outcome =
-  | { kind: "answered"; status: number; body: string; ms: number; replica: string }
+  | {
+      kind: "answered";
+      status: number;
+      headers: http.IncomingHttpHeaders;
+      body: string;
+      ms: number;
+      replica: string;
+    }
   /** ECONNREFUSED on every replica tried: the request never reached an app. */
   | { kind: "refused"; replica: string }
   /** The connection was reset or closed before the answer: `reused` = on a keep-alive connection. */
@@ -58,6 +65,7 @@ export function send(agent: http.Agent, base: string, spec: RequestSpec, replica
         done({
           kind: "answered",
           status: res.statusCode ?? 0,
+          headers: res.headers,
           body: Buffer.concat(chunks).toString(),
           ms: performance.now() - started,
           replica,

@@ -5,7 +5,7 @@
  * (scenario.ts), prints one summary line and exits 1 with every broken promise listed.
  *
  * Options: `--no-build` (dist/ is current), `--simple` (PostgreSQL directly and one Redis: the
- * single-instance setup, same scenario). Environment: DATABASE_URL (the PostgreSQL server; default
+ * single-instance setup, same scenario), `--load-seconds=N`. Environment: DATABASE_URL (the PostgreSQL server; default
  * the local one), TOPOLOGY_PORT_BASE (default 17000: ports base..base+2 and base+100..base+102 for
  * the cluster, base+3 for the single Redis, base+10 for PgBouncer, base+20 on for the apps).
  */
@@ -23,14 +23,21 @@ const started = Date.now();
 const elapsed = () => ((Date.now() - started) / 1000).toFixed(1);
 const log = (line: string) => process.stdout.write(`[topology ${elapsed()} s] ${line}\n`);
 
+// `--load-seconds=N` shortens the load for debugging the suite (the timeline needs about 50 s).
+const loadSeconds = Number(
+  /^--load-seconds=(\d+)$/.exec(process.argv.find((a) => a.startsWith("--load-seconds=")) ?? "")?.[1] ?? 60,
+);
+
 const SCENARIO: ScenarioOptions = {
-  loadMs: 60_000,
+  loadMs: loadSeconds * 1000,
   votesPerSecond: 300,
   checksPerSecond: 100,
   statsPerSecond: 20,
   webhookBots: 40,
   redisDownMs: 5_000,
   deliveryDeadlineMs: 120_000,
+  // Five minutes in all, teardown included.
+  finishBy: started + 280_000,
   log,
 };
 

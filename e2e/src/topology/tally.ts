@@ -12,6 +12,8 @@ export interface Tally {
   errors: Map<string, number>;
   /** Answers 500 or above, first few kept for the report. */
   serverErrors: { at: number; status: number; body: string; replica: string }[];
+  /** When and where connections were reset, first few kept for the report. */
+  resetSamples: { at: number; replica: string; code: string; reused: boolean }[];
   /** Sends skipped because too many requests of this kind were already in flight. */
   skipped: number;
 }
@@ -26,6 +28,7 @@ export function newTally(): Tally {
     timeouts: 0,
     errors: new Map(),
     serverErrors: [],
+    resetSamples: [],
     skipped: 0,
   };
 }
@@ -48,6 +51,8 @@ export function record(tally: Tally, outcome: Outcome, at: number): void {
       tally.refused++;
       return;
     case "reset":
+      if (tally.resetSamples.length < 20)
+        tally.resetSamples.push({ at, replica: outcome.replica, code: outcome.code, reused: outcome.reused });
       if (outcome.reused) tally.resetsReused++;
       else tally.resetsNew++;
       return;

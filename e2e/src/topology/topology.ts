@@ -122,13 +122,16 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
         DATABASE_DIRECT_URL: directUrl,
         NODE_ENV: "production",
         LOG_LEVEL: "warn",
-        // Slower than the fault tests' 1 s lock: a loaded 2-core machine must not take a busy
-        // replica's jobs for stalled ones (each would be a duplicate delivery).
-        DISPATCHER_LOCK_DURATION_MS: "5000",
-        DISPATCHER_STALLED_INTERVAL_MS: "2000",
+        // Longer than the fault tests' 1 s lock: a loaded 2-core machine must not take a busy
+        // replica's jobs for stalled ones (each would be a duplicate delivery). A killed
+        // dispatcher's jobs are taken over within lock + stalled interval.
+        DISPATCHER_LOCK_DURATION_MS: "10000",
+        DISPATCHER_STALLED_INTERVAL_MS: "5000",
         DISPATCHER_CONCURRENCY: "50",
         OUTBOX_RELAY_INTERVAL_MS: "500",
-        OUTBOX_STALE_MS: "5000",
+        // Deliveries whose job was lost (the queue's Redis master came back empty) are handed off
+        // again after this.
+        OUTBOX_STALE_MS: "20000",
         WEBHOOK_RETRY_DELAYS_MS: "200,500,1000,2000",
         DB_POOL_MAX: "8",
         // The balancer polls /readyz every 200 ms: a draining API is out of rotation well before
