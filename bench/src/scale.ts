@@ -6,7 +6,8 @@
  * Every path is loaded in alternating rounds (small, large, small, large …) in the same run, so
  * the figure that counts is the ratio large/small. Then: widget cache misses one at a time, a
  * stampede of 100 concurrent misses for the hot bot (count queries read from PostgreSQL's index
- * statistics), and the first retention run over the large database while votes are being cast.
+ * statistics), the hot bot's vote log paged by cursor at its start, middle and end (one request at
+ * a time), and the first retention run over the large database while votes are being cast.
  *
  * BENCH_SCALE_VOTES (default 10,000,000), BENCH_ROUND_S (5), BENCH_ROUNDS (2), BENCH_ONLY as in
  * run.ts. Writes bench/results/scale-<date>.json.
@@ -34,6 +35,8 @@ const log = (line: string) => process.stdout.write(`[scale] ${line}\n`);
 const botId = (i: number) => `${100000000000000000n + BigInt(i)}`;
 const HOT = botId(0);
 const CHECK_USER = "200000000000000001";
+/** A `since` before every seeded vote. */
+const SINCE_ALL = new Date(Date.now() - 401 * 86_400_000).toISOString();
 /** The API's widget count statement (apps/api/src/services/bots.ts widgetCounts). */
 const WIDGET_SQL = `SELECT b.server_count,
    (SELECT count(*) FROM vote_log l WHERE l.bot_id = b.id AND l.voted_at > $2 AND l.voted_at < $3)
@@ -349,6 +352,19 @@ async function main(): Promise<void> {
           };
         },
       },
+      // Catching up by cursor: the first page of two after a `since` 400 days back (both data sets
+      // answer two rows per bot, as above).
+      "GET /votes?since=&limit=2 (round robin)": {
+        method: "GET",
+        base: "api",
+        build: (s) => () => {
+          const i = any();
+          return {
+            path: `/api/v1/bots/${botId(i)}/votes?since=${SINCE_ALL}&limit=2`,
+            headers: { authorization: s.tokens[i]! },
+          };
+        },
+      },
       "GET /widget (cache hit)": {
         method: "GET",
         base: "api",
@@ -457,23 +473,65 @@ async function main(): Promise<void> {
       );
     }
 
-    // The hot bot's newest 100 votes, one request at a time (within its 60 per minute).
+    // One request of the hot bot's, timed; over its 60 per minute it waits out Retry-After first.
+    const hotGet = async (s: Stack, pathAndQuery: string): Promise<{ text: string; ms: number }> => {
+      for (;;) {
+        const t0 = performance.now();
+        const res = await fetch(`${s.api}${pathAndQuery}`, { headers: { authorization: s.tokens[0]! } });
+        const text = await res.text();
+        const ms = performance.now() - t0;
+        if (res.status === 200) return { text, ms };
+        if (res.status !== 429) throw new Error(`${pathAndQuery}: ${res.status} ${text}`);
+        await new Promise((r) => setTimeout(r, Number(res.headers.get("retry-after") ?? 1) * 1000));
+      }
+    };
+
+    // The hot bot's newest 100 votes, one request at a time.
     const hotVotes: Record<string, { p50: number; p99: number }> = {};
     if (want("votes")) {
       for (const s of stacks) {
         const votes: number[] = [];
         for (let i = 0; i < 50; i++) {
-          const t0 = performance.now();
-          const res = await fetch(`${s.api}/api/v1/bots/${HOT}/votes?limit=100`, {
-            headers: { authorization: s.tokens[0]! },
-          });
-          await res.text();
-          if (i >= 5 && res.status === 200) votes.push(performance.now() - t0);
+          const res = await hotGet(s, `/api/v1/bots/${HOT}/votes?limit=100`);
+          if (i >= 5) votes.push(res.ms);
         }
         hotVotes[s.name] = { p50: percentile(votes, 50), p99: percentile(votes, 99) };
       }
       log(
         `hot bot GET /votes?limit=100 one at a time: small p50 ${hotVotes.small?.p50} ms, large p50 ${hotVotes.large?.p50} ms (p99 ${hotVotes.small?.p99} / ${hotVotes.large?.p99})`,
+      );
+    }
+
+    // The hot bot's log paged by cursor, one request at a time: a page of 100 after a cursor at the
+    // start of its 30 days, in the middle and two days before the end. Each position has at least
+    // 100 votes after it in both data sets, so every request answers 100 rows; the cost that counts
+    // is large / small at the same position, and start / end within the large one (5.5 M votes).
+    const cursorPages: Record<string, Record<string, { p50: number; p99: number }>> = {};
+    if (want("cursor")) {
+      const positions = { start: 30, middle: 15, end: 2 } as const;
+      for (const s of stacks) {
+        cursorPages[s.name] = {};
+        for (const [position, daysAgo] of Object.entries(positions)) {
+          const since = new Date(Date.now() - daysAgo * 86_400_000).toISOString();
+          const first = await hotGet(s, `/api/v1/bots/${HOT}/votes?since=${since}&limit=100`);
+          const cursor = (JSON.parse(first.text) as { nextCursor?: string }).nextCursor;
+          if (cursor === undefined) throw new Error(`no cursor at the ${position} of the ${s.name} log`);
+          const latencies: number[] = [];
+          for (let i = 0; i < 25; i++) {
+            const page = await hotGet(s, `/api/v1/bots/${HOT}/votes?cursor=${cursor}&limit=100`);
+            if (i >= 5) latencies.push(page.ms);
+          }
+          cursorPages[s.name]![position] = { p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+        }
+      }
+      log(
+        `hot bot cursor page of 100 (p50 ms, start / middle / end of the log): small ${Object.values(
+          cursorPages.small ?? {},
+        )
+          .map((r) => r.p50)
+          .join(" / ")}, large ${Object.values(cursorPages.large ?? {})
+          .map((r) => r.p50)
+          .join(" / ")}`,
       );
     }
 
@@ -610,6 +668,7 @@ async function main(): Promise<void> {
       table,
       widgetMiss: misses,
       hotVotes,
+      cursorPages,
       stampede,
       retention,
       growth,

@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "@botdir/db/testing";
@@ -70,6 +70,13 @@ export interface AppProcess {
   stop(): Promise<number | null>;
   /** Resident set size of the process in bytes (Linux /proc). */
   rssBytes(): number;
+  /**
+   * Bytes the process has read so far through read(2) and its kin, sockets included (Linux
+   * /proc/<pid>/io `rchar`): the difference over a request is at least the request bytes it read.
+   */
+  readBytes(): number;
+  /** Whether one of the process's open TCP sockets has this local port (Linux /proc). */
+  ownsLocalPort(port: number): boolean;
 }
 
 const running = new Set<ChildProcess>();
@@ -148,6 +155,23 @@ export async function startApp(
       if (!kb) throw new Error(`no VmRSS for pid ${child.pid}`);
       return Number(kb) * 1024;
     },
+    readBytes() {
+      const io = readFileSync(`/proc/${child.pid}/io`, "utf8");
+      const rchar = /^rchar:\s+(\d+)$/m.exec(io)?.[1];
+      if (!rchar) throw new Error(`no rchar for pid ${child.pid}`);
+      return Number(rchar);
+    },
+    ownsLocalPort(port) {
+      const inodes = socketInodesOnPort(port);
+      if (inodes.size === 0 || !alive()) return false;
+      return readdirSync(`/proc/${child.pid}/fd`).some((fd) => {
+        try {
+          return inodes.has(readlinkSync(`/proc/${child.pid}/fd/${fd}`));
+        } catch {
+          return false; // closed meanwhile
+        }
+      });
+    },
   };
   try {
     await waitFor(
@@ -166,6 +190,19 @@ export async function startApp(
     throw new Error(`${(error as Error).message}\n${output.slice(-2000)}`);
   }
   return proc;
+}
+
+/** The `socket:[inode]` names of the TCP sockets whose local port is `port` (/proc/net/tcp, tcp6). */
+function socketInodesOnPort(port: number): Set<string> {
+  const hex = port.toString(16).toUpperCase().padStart(4, "0");
+  const inodes = new Set<string>();
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    for (const line of readFileSync(table, "utf8").split("\n").slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      if (fields[1]?.endsWith(`:${hex}`)) inodes.add(`socket:[${fields[9]}]`);
+    }
+  }
+  return inodes;
 }
 
 /** Kills every app process this file started that is still running. */

@@ -21,6 +21,8 @@ export interface ReceivedRequest {
   headers: IncomingHttpHeaders;
   body: Buffer;
   at: number;
+  /** The sender's TCP port (which process sent it: AppProcess.ownsLocalPort). */
+  remotePort: number;
 }
 
 /** How request number n (1-based, per path) is answered. */
@@ -55,6 +57,7 @@ export async function startReceiver(
         headers: req.headers,
         body: Buffer.concat(chunks),
         at: Date.now(),
+        remotePort: req.socket.remotePort ?? 0,
       };
       requests.push(received);
       const answer = reply(received, requests.filter((r) => r.path === received.path).length);
@@ -192,7 +195,13 @@ export async function startSelfSignedReceiver(): Promise<TlsReceiver> {
   const requests: ReceivedRequest[] = [];
   const sockets = new Set<Socket>();
   const server = createHttpsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (req, res) => {
-    requests.push({ path: req.url ?? "", headers: req.headers, body: Buffer.alloc(0), at: Date.now() });
+    requests.push({
+      path: req.url ?? "",
+      headers: req.headers,
+      body: Buffer.alloc(0),
+      at: Date.now(),
+      remotePort: req.socket.remotePort ?? 0,
+    });
     res.statusCode = 204;
     res.end();
   });

@@ -1,6 +1,6 @@
 /** Shared fixtures of the fault tests: app environments, webhook bots, delivery rows. */
 import { createSecretBox, type Db } from "@botdir/db";
-import { seedBot } from "@botdir/db/testing";
+import { directUrlOf, seedBot, testRedisClusterNodes, testRedisUrl } from "@botdir/db/testing";
 import { call } from "./processes.js";
 
 export interface StackKeys {
@@ -14,9 +14,14 @@ export function appEnv(
   input: { databaseUrl: string; redisUrl: string; keys: StackKeys },
   overrides: Record<string, string> = {},
 ): Record<string, string> {
+  // A distributed run (`pnpm test:distributed`) puts the shared stores behind PgBouncer and on a
+  // Redis Cluster; a test's private Redis (to stop or kill) stays a single server.
+  const clusterNodes = input.redisUrl === testRedisUrl() ? testRedisClusterNodes() : undefined;
   const env: Record<string, string> = {
     DATABASE_URL: input.databaseUrl,
+    DATABASE_DIRECT_URL: directUrlOf(input.databaseUrl),
     REDIS_URL: input.redisUrl,
+    ...(clusterNodes ? { REDIS_CLUSTER_NODES: clusterNodes } : {}),
     INTERNAL_API_KEY: input.keys.internalKey,
     SECRET_ENCRYPTION_KEY: input.keys.encryptionKeyHex,
     WEBHOOK_ALLOW_PRIVATE_TARGETS: "true",

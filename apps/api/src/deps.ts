@@ -1,7 +1,6 @@
 import type { BatchLimits } from "@botdir/batcher";
 import type { Db } from "@botdir/db";
-import type { Clock, Logger } from "@botdir/service-kit";
-import type { Redis } from "ioredis";
+import type { Clock, Logger, RedisClient } from "@botdir/service-kit";
 import type { BodyLimits } from "./http/json-body.js";
 import type { ApiMetrics } from "./metrics.js";
 import type { RateLimits } from "./services/ratelimit.js";
@@ -10,7 +9,7 @@ import type { TokenSet } from "./services/token-set.js";
 /** What createApp takes: passed in so tests build the app on their own database, Redis and clock. */
 export interface ApiDeps {
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   clock: Clock;
   logger: Logger;
   /** Prefix of every Redis key the API writes (rate limits, caches). Default "botdir:". */

@@ -5,15 +5,12 @@ export const ApiEnv = z.object({
   NODE_ENV: EnvFields.NODE_ENV,
   LOG_LEVEL: EnvFields.LOG_LEVEL,
   DATABASE_URL: EnvFields.DATABASE_URL,
+  DATABASE_DIRECT_URL: EnvFields.DATABASE_DIRECT_URL,
+  DB_PREPARED_STATEMENTS: EnvFields.DB_PREPARED_STATEMENTS,
   REDIS_URL: EnvFields.REDIS_URL,
-  /**
-   * The token set's LISTEN connection (outside the pool). Defaults to DATABASE_URL; set it to a
-   * direct PostgreSQL URL when DATABASE_URL goes through a transaction-pooling PgBouncer.
-   */
-  DATABASE_LISTEN_URL: z
-    .string()
-    .regex(/^postgres(ql)?:\/\//, "must be a postgresql:// URL")
-    .optional(),
+  REDIS_CLUSTER_NODES: EnvFields.REDIS_CLUSTER_NODES,
+  /** The token set's LISTEN connection (outside the pool). Default DATABASE_DIRECT_URL. */
+  DATABASE_LISTEN_URL: EnvFields.DATABASE_DIRECT_URL,
   DB_POOL_MAX: EnvFields.DB_POOL_MAX,
   DB_CONNECT_TIMEOUT_MS: EnvFields.DB_CONNECT_TIMEOUT_MS,
   SHUTDOWN_DRAIN_MS: EnvFields.SHUTDOWN_DRAIN_MS,

@@ -1,6 +1,13 @@
 import { createDb } from "@botdir/db";
-import { FAIL_FAST_REDIS, httpTimeoutsOf, loggerOptions, serve, systemClock } from "@botdir/service-kit";
-import { Redis } from "ioredis";
+import {
+  createRedis,
+  databaseOf,
+  httpTimeoutsOf,
+  loggerOptions,
+  redisTargetOf,
+  serve,
+  systemClock,
+} from "@botdir/service-kit";
 import { pino } from "pino";
 import { createApp } from "./app.js";
 import { loadEnv } from "./env.js";
@@ -10,19 +17,20 @@ import { createTokenSet } from "./services/token-set.js";
 const env = loadEnv();
 const logger = pino(loggerOptions("api", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
 const db = createDb({
-  url: env.DATABASE_URL,
-  poolMax: env.DB_POOL_MAX,
-  connectionTimeoutMs: env.DB_CONNECT_TIMEOUT_MS,
+  ...databaseOf(env),
+  onPreparedStatementsOff: (reason) => logger.warn({ event: "prepared_statements_off" }, reason),
 });
 // Fail fast while Redis is down (the limiter fails open) instead of queueing commands. No
 // auto-pipelining: the limiter already sends one command per batch of requests (createBatcher).
-const redis = new Redis(env.REDIS_URL, FAIL_FAST_REDIS);
-redis.on("error", () => {}); // reconnects by itself; health reports it
+const redis = createRedis(redisTargetOf(env), "fail-fast");
 
 // The valid token hashes, on a connection of their own held for LISTEN (not one of the pool's, so
 // requests keep all DB_POOL_MAX): unknown tokens are refused with no I/O once it is loaded (until
 // then, and whenever it is not fresh, PostgreSQL decides).
-const tokens = createTokenSet({ connect: () => db.connectDedicated(env.DATABASE_LISTEN_URL), logger });
+const tokens = createTokenSet({
+  connect: () => db.connectDedicated(env.DATABASE_LISTEN_URL ?? env.DATABASE_DIRECT_URL),
+  logger,
+});
 tokens.start();
 
 const metrics = createApiMetrics({ processMetrics: true });

@@ -195,6 +195,67 @@ describe("PUT /api/v1/bots/{id}/commands", () => {
   });
 });
 
+describe("POST /api/v1/bots/{id}/commands (discordbotlist.com's client spelling)", () => {
+  const post = (id: string, auth: Record<string, string>) =>
+    request(app).post(`/api/v1/bots/${id}/commands`).set(auth);
+
+  it("when the platform's command array is posted bare, then it is stored and answered as the PUT would", async () => {
+    const { id, auth } = await newBot();
+    const res = await post(id, auth).send([cmd("ping", "first"), cmd("help"), cmd("ping", "second")]);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ success: true, count: 2 });
+    expect(await stored(id)).toEqual([cmd("ping", "first"), cmd("help")]);
+  });
+
+  it("when {commands} is posted, then it replaces the list as the PUT does", async () => {
+    const { id, auth } = await newBot();
+    await post(id, auth).send([cmd("a"), cmd("b")]);
+    const res = await post(id, auth).send({ commands: [cmd("c")] });
+    expect(res.body).toEqual({ success: true, count: 1 });
+    expect(await stored(id)).toEqual([cmd("c")]);
+  });
+
+  it.each([
+    ["a bare empty array", []],
+    ["101 commands bare", Array.from({ length: 101 }, (_, i) => cmd(`c${i}`))],
+    ["101 commands wrapped", { commands: Array.from({ length: 101 }, (_, i) => cmd(`c${i}`)) }],
+    ["a name of 33 characters", [cmd("ok"), cmd("x".repeat(33))]],
+    ["a missing description", [{ name: "ok" }]],
+    ["no commands field", {}],
+    ["a string", "ping"],
+    ["NUL in a name", [cmd("nul\u0000")]],
+  ])("when the body is %s, then the status and body are the PUT's for the same list", async (_what, body) => {
+    const { id, auth } = await newBot();
+    const putBody = Array.isArray(body) ? { commands: body } : body;
+    const viaPut = await put(id, auth).set("Content-Type", "application/json").send(JSON.stringify(putBody));
+    const viaPost = await post(id, auth).set("Content-Type", "application/json").send(JSON.stringify(body));
+    expect(viaPost.status).toBe(viaPut.status);
+    expect(viaPost.body).toEqual(viaPut.body);
+  });
+
+  it("when the token is unknown, or the id another bot's, then the PUT's 401 and 404", async () => {
+    const mine = await newBot();
+    const other = await newBot();
+    const unknown = await post(mine.id, { Authorization: "unknown-token" }).send([cmd("a")]);
+    expect(unknown.status).toBe(401);
+    const foreign = await post(other.id, mine.auth).send([cmd("a")]);
+    expect(foreign.status).toBe(404);
+    expect(foreign.text).toBe('{"error":"Bot not found."}');
+  });
+
+  it("when PUT and POST are mixed, then they share one budget of the commands limit", async () => {
+    const limited = h.app({ limits: { commands: 3 } });
+    const { id, auth } = await newBot();
+    const answers: request.Response[] = [];
+    for (const method of ["put", "post", "put", "post"] as const) {
+      const body = method === "put" ? { commands: [cmd("a")] } : [cmd("a")];
+      answers.push(await request(limited)[method](`/api/v1/bots/${id}/commands`).set(auth).send(body));
+    }
+    expect(answers.map((res) => res.status)).toEqual([200, 200, 200, 429]);
+    expect(answers[3]?.body).toEqual({ error: "Rate limit exceeded.", retryAfter: expect.any(Number) });
+  });
+});
+
 describe("page cache", () => {
   it("when the list changes, then the bot's page cache key is deleted; when it is the same, then it is kept", async () => {
     const { id, auth } = await newBot();

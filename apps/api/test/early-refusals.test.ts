@@ -64,6 +64,11 @@ describe("which requests the early refusals may answer", () => {
       endpoint: "commands",
       label: "/api/v1/bots/:id/commands",
     });
+    expect(earlyRouteOf("POST", "/api/v1/bots/42/commands")?.route).toMatchObject({
+      endpoint: "commands",
+      label: "/api/v1/bots/:id/commands",
+      body: true,
+    });
   });
 
   it.each([
@@ -71,6 +76,7 @@ describe("which requests the early refusals may answer", () => {
     ["POST", "/api/v1/bots/42/check"],
     ["GET", "/api/v1/bots/42/stats"],
     ["PUT", "/api/v1/bots/commands"],
+    ["PATCH", "/api/v1/bots/42/commands"],
     ["GET", "/API/v1/bots/42/check"],
     ["GET", "/api/v1/bots/42/CHECK"],
     ["GET", "/api/v1/bots/42/check/"],

@@ -88,4 +88,34 @@ describe("GET /api/v1/openapi.json", () => {
       name: "Authorization",
     });
   });
+
+  it("keeps PUT /commands canonical and documents POST as the discordbotlist.com spelling taking a bare array", async () => {
+    const doc = (await request(app).get("/api/v1/openapi.json")).body;
+    const ops = doc.paths["/api/v1/bots/{id}/commands"];
+    expect(ops.put.requestBody.content["application/json"].schema).toEqual({
+      $ref: "#/components/schemas/CommandsBody",
+    });
+    expect(ops.post.summary).toMatch(/discordbotlist/);
+    expect(ops.post.description).toMatch(/PUT/);
+    const alias = doc.components.schemas.CommandsPostBody;
+    expect(alias.anyOf.map((s: { type?: string }) => s.type)).toEqual(["object", "array"]);
+    expect(alias.anyOf[1].maxItems).toBe(100);
+  });
+
+  it("documents the vote log's cursor paging: since, cursor, nextCursor and its 400", async () => {
+    const doc = (await request(app).get("/api/v1/openapi.json")).body;
+    for (const path of ["/api/v1/bots/{id}/votes", "/api/v1/bots/votes"]) {
+      const op = doc.paths[path].get;
+      expect(op.parameters.map((p: { name: string }) => p.name)).toEqual(
+        expect.arrayContaining(["since", "cursor", "limit"]),
+      );
+      expect(op.responses["200"].content["application/json"].schema).toEqual({
+        $ref: "#/components/schemas/VotesPage",
+      });
+      expect(op.responses["400"]).toBeDefined();
+    }
+    const page = doc.components.schemas.VotesPage;
+    expect(Object.keys(page.properties)).toEqual(["votes", "nextCursor"]);
+    expect(page.required).toEqual(["votes"]);
+  });
 });

@@ -29,8 +29,8 @@ describe("routing", () => {
   });
 
   it.each([
-    ["get", "/api/v1/bots/123456789012345678/commands", "PUT"],
-    ["post", "/api/v1/bots/123456789012345678/commands", "PUT"],
+    ["get", "/api/v1/bots/123456789012345678/commands", "PUT, POST"],
+    ["delete", "/api/v1/bots/123456789012345678/commands", "PUT, POST"],
     ["get", "/api/v1/bots/123456789012345678/stats", "POST"],
     ["delete", "/api/v1/bots/123456789012345678/stats", "POST"],
     ["patch", "/api/v1/bots/stats", "POST"],

@@ -2,6 +2,7 @@ import { once } from "node:events";
 import type { RequestListener } from "node:http";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { hashToken } from "@botdir/db";
 import { seedBot, watchQueries } from "@botdir/db/testing";
 import { StatsResponse } from "@botdir/schema";
 import request from "supertest";
@@ -205,6 +206,64 @@ describe("concurrent posts (one statement and one commit per batch)", () => {
     };
   }
 
+  /**
+   * The app behind a real listener (one batch at a time) whose first stats statement is held until
+   * `release()`; `held` resolves once it is; `statements` lists the bot ids of every stats statement.
+   */
+  async function gatedServer() {
+    const server = createServer(h.app({ limits: { stats: 1_000 }, batching: { maxInFlight: 1 } }));
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const pool = h.t.db.pool;
+    const query = pool.query;
+    const statements: string[][] = [];
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let entered = () => {};
+    const held = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    pool.query = (async (...args: unknown[]) => {
+      const config = args[0] as { name?: string; values?: unknown[] };
+      if (typeof config === "object" && config.name === "api.stats") {
+        statements.push(config.values?.[1] as string[]);
+        if (statements.length === 1) {
+          entered();
+          await gate;
+        }
+      }
+      return (query as (...a: unknown[]) => unknown).apply(pool, args);
+    }) as typeof query;
+    return {
+      statements,
+      held,
+      release: () => release(),
+      post: (path: string, token: string, body: unknown) =>
+        fetch(`${base}${path}`, {
+          method: "POST",
+          headers: { authorization: token, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        }).then(async (r) => ({ status: r.status, body: await r.json() })),
+      close() {
+        release();
+        pool.query = query;
+        server.close();
+      },
+    };
+  }
+
+  /** Polls `condition` every 10 ms; fails after 15 s. */
+  async function waitUntil(condition: () => Promise<boolean>, what: string): Promise<void> {
+    const deadline = Date.now() + 15_000;
+    while (!(await condition())) {
+      if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
   it("when many bots post at once, then each gets its own answer, its own count and its own cache invalidation", async () => {
     const bots = await Promise.all(Array.from({ length: 12 }, () => newBot(100)));
     for (const b of bots) await h.redis.set(`${h.prefix}page:bot:${b.id}`, "<rendered page>");
@@ -251,20 +310,42 @@ describe("concurrent posts (one statement and one commit per batch)", () => {
       `CREATE TRIGGER refuse_batch BEFORE UPDATE ON bots FOR EACH ROW WHEN (NEW.id = '${refused.id}') EXECUTE FUNCTION refuse_bot_update()`,
     );
     const blocker = await newBot(1);
-    const s = await slowServer();
+    const s = await gatedServer();
     try {
-      // The blocker's statement holds the only slot while the six posts queue into one batch.
+      // The blocker's statement holds the only slot (maxInFlight 1) until the six posts have passed
+      // the rate limiter, so they queue behind it and leave together.
       const first = s.post(`/api/v1/bots/${blocker.id}/stats`, blocker.auth.Authorization, {
         server_count: 2,
       });
-      while (s.statements.length === 0) await new Promise((resolve) => setTimeout(resolve, 2));
-      const answers = await Promise.all(
-        bots.map((b) => s.post(`/api/v1/bots/${b.id}/stats`, b.auth.Authorization, { server_count: 7 })),
+      await s.held;
+      const pending = bots.map((b) =>
+        s.post(`/api/v1/bots/${b.id}/stats`, b.auth.Authorization, { server_count: 7 }),
       );
+      await waitUntil(async () => {
+        const counted = await Promise.all(
+          bots.map((b) => h.redis.exists(`${h.prefix}rl:stats:${hashToken(b.auth.Authorization)}`)),
+        );
+        return counted.every((n) => n === 1);
+      }, "the six posts to pass the rate limiter");
+      s.release();
+      const answers = await Promise.all(pending);
       expect((await first).status).toBe(200);
       expect(answers.map((a) => a.status)).toEqual(bots.map((b) => (b === refused ? 500 : 200)));
-      // The blocker's statement, one batch of six that failed, then each of the six alone.
-      expect(s.statements.filter((n) => n === "api.stats")).toHaveLength(1 + 1 + 6);
+      // The blocker's statement, the batches of the six (usually one), then each bot of the batch
+      // that failed alone: 1 + 1 + 6 when all six shared one batch.
+      const [blockerStatement, ...rest] = s.statements;
+      expect(blockerStatement).toEqual([blocker.id]);
+      const seen = new Set<string>();
+      const batches = rest.filter((ids) => {
+        if (ids.some((id) => seen.has(id))) return false;
+        for (const id of ids) seen.add(id);
+        return true;
+      });
+      expect([...seen].sort()).toEqual(bots.map((b) => b.id).sort());
+      const failed = batches.find((ids) => ids.includes(refused.id))!;
+      expect(failed.length).toBeGreaterThan(1); // the refusal happened inside a batch
+      expect(rest.slice(batches.length).map((ids) => ids.join())).toEqual(failed);
+      expect(s.statements).toHaveLength(1 + batches.length + failed.length);
       for (const b of bots) expect((await row(b.id)).serverCount).toBe(b === refused ? 1n : 7n);
     } finally {
       s.close();

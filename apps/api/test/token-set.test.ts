@@ -37,6 +37,9 @@ function tokenSet(
     logger: h.logger,
     recentChangeMs: options.recentChangeMs ?? 0,
     reconnectDelayMs: 50,
+    // A loaded machine can hold a ping back for seconds; only the tests that kill the connection
+    // mean the set to lose its trust.
+    maxLagMs: 30_000,
   });
   sets.push(set);
   set.start();
@@ -59,7 +62,8 @@ function countRedisCommands(redis: Redis): { count(): number; restore(): void } 
   };
 }
 
-async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 3_000): Promise<number> {
+/** Polls `condition` until it holds; the deadline is generous for a loaded machine. */
+async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<number> {
   const started = Date.now();
   while (!(await condition())) {
     if (Date.now() - started > timeoutMs) throw new Error("condition not met in time");
@@ -122,7 +126,7 @@ describe("unknown tokens with a fresh token set", () => {
     }
   });
 
-  it("when a token is rotated by an UPDATE, then the old one is refused at once and the new one works within a second", async () => {
+  it("when a token is rotated by an UPDATE, then the old one is refused at once and the new one works by NOTIFY, long before the safety reload", async () => {
     const bot = await seedBot(h.t.db);
     const tokens = tokenSet();
     await tokens.whenFresh();
@@ -133,8 +137,10 @@ describe("unknown tokens with a fresh token set", () => {
     await h.t.db.pool.query("UPDATE bots SET token_hash = $1 WHERE id = $2", [hashToken(next), bot.id]);
     // Before the NOTIFY is applied the old hash is still in the set: PostgreSQL refuses it.
     expect((await check(app, bot.id, bot.token as string)).status).toBe(401);
-    const took = await until(async () => (await check(app, bot.id, next)).status === 200, 1_000);
-    expect(took).toBeLessThan(1_000);
+    // The NOTIFY takes milliseconds; 15 s allows for a loaded machine and is still a quarter of the
+    // 60 s reload (reloadIntervalMs) that would also bring the new hash in.
+    const took = await until(async () => (await check(app, bot.id, next)).status === 200, 15_000);
+    expect(took).toBeLessThan(15_000);
     expect(tokens.lookup(hashToken(bot.token as string))).toBe("absent");
     expect(tokens.lookup(hashToken(next))).toBe("present");
   });
@@ -171,8 +177,16 @@ describe("unknown tokens with a fresh token set", () => {
 describe("a listener that is down", () => {
   it("when the LISTEN connection cannot be opened, then tokens are looked up in PostgreSQL and answered right", async () => {
     const bot = await seedBot(h.t.db);
-    const tokens = tokenSet({ connect: () => Promise.reject(new Error("connection refused")) });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    let connects = 0;
+    const tokens = tokenSet({
+      connect: () => {
+        connects++;
+        return Promise.reject(new Error("connection refused"));
+      },
+    });
+    // The set has tried, failed and tried again (reconnectDelayMs 50): a first success would
+    // have made it fresh by now.
+    await until(() => connects >= 2);
     expect(tokens.isFresh()).toBe(false);
     expect(tokens.lookup(hashToken(randomToken()))).toBe("unknown");
     const app = h.app({ tokens });

@@ -6,11 +6,11 @@ import {
   type Logger,
   metricsHandler,
   notFound,
+  type RedisClient,
   requestContext,
 } from "@botdir/service-kit";
 import type { Resolver } from "@botdir/webhook-targets";
 import express, { type Express } from "express";
-import type { Redis } from "ioredis";
 import type { IngestDeps } from "./deps.js";
 import { createIngestMetrics } from "./metrics.js";
 import type { DeliveryQueue } from "./outbox/queue.js";

@@ -1,15 +1,14 @@
 import type { BatchLimits } from "@botdir/batcher";
 import type { Db, SecretBox } from "@botdir/db";
-import type { Clock, Logger } from "@botdir/service-kit";
+import type { Clock, Logger, RedisClient } from "@botdir/service-kit";
 import type { Resolver } from "@botdir/webhook-targets";
-import type { Redis } from "ioredis";
 import type { IngestMetrics } from "./metrics.js";
 import type { DeliveryQueue } from "./outbox/queue.js";
 
 /** What createApp takes: passed in so tests build the app on their own database, Redis and clock. */
 export interface IngestDeps {
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   clock: Clock;
   logger: Logger;
   internalApiKey: string;

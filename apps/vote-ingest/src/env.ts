@@ -16,7 +16,10 @@ export const IngestEnv = z
     NODE_ENV: EnvFields.NODE_ENV,
     LOG_LEVEL: EnvFields.LOG_LEVEL,
     DATABASE_URL: EnvFields.DATABASE_URL,
+    DATABASE_DIRECT_URL: EnvFields.DATABASE_DIRECT_URL,
+    DB_PREPARED_STATEMENTS: EnvFields.DB_PREPARED_STATEMENTS,
     REDIS_URL: EnvFields.REDIS_URL,
+    REDIS_CLUSTER_NODES: EnvFields.REDIS_CLUSTER_NODES,
     DB_POOL_MAX: EnvFields.DB_POOL_MAX,
     DB_CONNECT_TIMEOUT_MS: EnvFields.DB_CONNECT_TIMEOUT_MS,
     SHUTDOWN_DRAIN_MS: EnvFields.SHUTDOWN_DRAIN_MS,
@@ -79,7 +82,10 @@ export function loadEnv(source: Record<string, string | undefined> = process.env
 export const CliEnv = z
   .object({
     DATABASE_URL: EnvFields.DATABASE_URL,
+    DATABASE_DIRECT_URL: EnvFields.DATABASE_DIRECT_URL,
+    DB_PREPARED_STATEMENTS: EnvFields.DB_PREPARED_STATEMENTS,
     REDIS_URL: EnvFields.REDIS_URL,
+    REDIS_CLUSTER_NODES: EnvFields.REDIS_CLUSTER_NODES,
     SECRET_ENCRYPTION_KEYS: EnvFields.encryptionKeys.optional(),
     SECRET_ENCRYPTION_KEY: EnvFields.encryptionKey.optional(),
     WEBHOOK_ALLOW_PRIVATE_TARGETS: EnvFields.boolean(false),

@@ -1,7 +1,14 @@
 import { createDb } from "@botdir/db";
-import { FAIL_FAST_REDIS, httpTimeoutsOf, loggerOptions, serve, systemClock } from "@botdir/service-kit";
+import {
+  createRedis,
+  databaseOf,
+  httpTimeoutsOf,
+  loggerOptions,
+  redisTargetOf,
+  serve,
+  systemClock,
+} from "@botdir/service-kit";
 import { createDnsResolver } from "@botdir/webhook-targets";
-import { Redis } from "ioredis";
 import { pino } from "pino";
 import { createApp } from "./app.js";
 import { loadEnv } from "./env.js";
@@ -13,13 +20,11 @@ import { secretBoxFromEnv } from "./services/listings.js";
 const env = loadEnv();
 const logger = pino(loggerOptions("vote-ingest", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
 const db = createDb({
-  url: env.DATABASE_URL,
-  poolMax: env.DB_POOL_MAX,
-  connectionTimeoutMs: env.DB_CONNECT_TIMEOUT_MS,
+  ...databaseOf(env),
+  onPreparedStatementsOff: (reason) => logger.warn({ event: "prepared_statements_off" }, reason),
 });
 // A producer: fail fast while Redis is down (the vote still gets its 201; the relay hands off later).
-const redis = new Redis(env.REDIS_URL, FAIL_FAST_REDIS);
-redis.on("error", () => {});
+const redis = createRedis(redisTargetOf(env), "fail-fast");
 const deliveryQueue = createDeliveryQueue({ db, redis, prefix: env.QUEUE_PREFIX, logger });
 const relay = createOutboxRelay({
   db,

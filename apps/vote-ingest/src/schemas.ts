@@ -93,12 +93,13 @@ export const Listing = z.object({
   checked_in_at: Timestamp.nullable(),
   webhook_url: z.string().nullable(),
   webhook_state: WebhookState.nullable().meta({
-    description: "null without a URL; disabled when every attempt failed for WEBHOOK_DISABLE_AFTER_MS.",
+    description:
+      "null without a URL; disabled when every attempt failed for WEBHOOK_DISABLE_AFTER_MS, or at once after a 410 Gone answer.",
   }),
-  webhook_disabled_reason: z
-    .string()
-    .nullable()
-    .meta({ description: "Why the webhook was disabled (dead_endpoint); null while active." }),
+  webhook_disabled_reason: z.string().nullable().meta({
+    description:
+      "Why the webhook was disabled: dead_endpoint, or gone (the receiver answered 410); null while active.",
+  }),
   webhook_disabled_at: Timestamp.nullable(),
   has_token: z.boolean(),
   token_created_at: Timestamp.nullable(),

@@ -53,6 +53,15 @@ beforeEach(async () => {
   await t.db.pool.query("UPDATE webhook_deliveries SET state = 'delivered' WHERE state = 'pending'");
 });
 
+/** Polls `condition` every 20 ms until it holds; fails after 15 s. */
+async function until(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 function relay(options: { logger?: ReturnType<typeof capturingLogger>; batchSize?: number } = {}) {
   return createOutboxRelay({
     db: t.db,
@@ -205,12 +214,18 @@ describe("outbox relay", () => {
     const outbox = createOutboxRelay({ db: t.db, queue, clock, logger: silent, intervalMs: 50 });
 
     outbox.start();
-    const deadline = Date.now() + 5_000;
-    while (outbox.stats().handedOff === 0 && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 20));
+    await until(() => outbox.stats().handedOff > 0, "the relay to hand the delivery off");
     await outbox.stop();
     const ticks = outbox.stats().ticks;
-    await new Promise((r) => setTimeout(r, 150));
+    // Sentinel: a relay with the same interval, started after the stop, ticks three times; the
+    // stopped one would have ticked in that time too.
+    const sentinel = createOutboxRelay({ db: t.db, queue, clock, logger: silent, intervalMs: 50 });
+    sentinel.start();
+    try {
+      await until(() => sentinel.stats().ticks >= 3, "the sentinel relay to tick three times");
+    } finally {
+      await sentinel.stop();
+    }
 
     expect(await queue.queue.getJob(id)).toBeDefined();
     expect(outbox.stats().ticks).toBe(ticks); // no tick after stop

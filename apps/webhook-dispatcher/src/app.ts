@@ -4,16 +4,16 @@ import {
   type Logger,
   metricsHandler,
   notFound,
+  type RedisClient,
   type Registry,
   requestId,
   runHealthChecks,
 } from "@botdir/service-kit";
 import express, { type Express } from "express";
-import type { Redis } from "ioredis";
 
 export interface DispatcherHttpDeps {
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   logger: Logger;
   /** The replica's Prometheus registry, served at GET /metrics (src/metrics.ts). */
   metrics?: { registry: Registry };

@@ -1,5 +1,7 @@
 /**
- * Dead endpoints: a bot's webhook is disabled when every attempt to it has failed for
+ * Dead endpoints: a bot's webhook is disabled at once when its receiver answers an attempt with
+ * `410 Gone` (the receiver says the endpoint is gone for good; Standard Webhooks recommends
+ * disabling on it), and otherwise when every attempt to it has failed for
  * WEBHOOK_DISABLE_AFTER_MS across at least WEBHOOK_DISABLE_MIN_DELIVERIES deliveries. Disabling
  * ends the bot's pending deliveries `failed` with failure_reason `endpoint_disabled`, and no more
  * attempts are claimed (deliveries.ts) until the URL is set again or the webhook is re-enabled
@@ -31,6 +33,20 @@ export const DEFAULT_DEAD_ENDPOINT_RULES: DeadEndpointRules = {
 
 export const ENDPOINT_DISABLED = "endpoint_disabled";
 export const DEAD_ENDPOINT_REASON = "dead_endpoint";
+/** webhook_disabled_reason after a 410 answer. */
+export const GONE_REASON = "gone";
+export const GONE_STATUS = 410;
+
+/** Ends the pending deliveries of the bot disabled by the CTE `b` ($2: now); shared by both rules. */
+const END_PENDING_CTE = `p AS (
+  UPDATE webhook_deliveries d
+     SET state = 'failed', completed_at = $2, lease_until = NULL, attempt_started_at = NULL,
+         updated_at = $2, failure_reason = '${ENDPOINT_DISABLED}'
+    FROM b
+   WHERE d.bot_id = b.id AND d.state = 'pending'
+  RETURNING d.id
+)
+SELECT (SELECT count(*) FROM b)::int AS disabled, (SELECT count(*) FROM p)::int AS ended`;
 
 /**
  * $1 bot, $2 the cut-off (now - afterMs). True when the newest attempt of the bot made by the
@@ -78,15 +94,20 @@ WITH s AS (
    WHERE bots.id = $1 AND bots.webhook_disabled_at IS NULL
      AND f.first_failure <= $3 AND f.deliveries >= $4
   RETURNING bots.id
-), p AS (
-  UPDATE webhook_deliveries d
-     SET state = 'failed', completed_at = $2, lease_until = NULL, attempt_started_at = NULL,
-         updated_at = $2, failure_reason = '${ENDPOINT_DISABLED}'
-    FROM b
-   WHERE d.bot_id = b.id AND d.state = 'pending'
-  RETURNING d.id
-)
-SELECT (SELECT count(*) FROM b)::int AS disabled, (SELECT count(*) FROM p)::int AS ended`;
+), ${END_PENDING_CTE}`;
+
+/**
+ * $1 bot, $2 now, $3 the URL that answered 410, $4 when that attempt was made. Disables only the
+ * webhook that answered: not when the owner has since set another URL or re-enabled it.
+ */
+const GONE_SQL = `
+WITH b AS (
+  UPDATE bots
+     SET webhook_disabled_at = $2, webhook_disabled_reason = '${GONE_REASON}', updated_at = $2
+   WHERE bots.id = $1 AND bots.webhook_disabled_at IS NULL AND bots.webhook_url = $3
+     AND COALESCE(bots.webhook_enabled_at, '-infinity'::timestamptz) <= $4
+  RETURNING bots.id
+), ${END_PENDING_CTE}`;
 
 /** After a failed attempt: disables the bot's webhook when the rules say it is dead. */
 export async function disableIfDead(
@@ -106,6 +127,19 @@ export async function disableIfDead(
     name: "dispatcher_disable_if_dead",
     text: DISABLE_SQL,
     values: [botId, now, cutoff, rules.minDeliveries],
+  });
+  return { disabled: (rows[0]?.disabled ?? 0) > 0, endedDeliveries: rows[0]?.ended ?? 0 };
+}
+
+/** After an attempt answered 410 Gone: disables the bot's webhook at once (if it is still that URL). */
+export async function disableGone(
+  db: Db,
+  input: { botId: string; url: string; attemptedAt: Date; now: Date },
+): Promise<{ disabled: boolean; endedDeliveries: number }> {
+  const { rows } = await db.pool.query<{ disabled: number; ended: number }>({
+    name: "dispatcher_disable_gone",
+    text: GONE_SQL,
+    values: [input.botId, input.now, input.url, input.attemptedAt],
   });
   return { disabled: (rows[0]?.disabled ?? 0) > 0, endedDeliveries: rows[0]?.ended ?? 0 };
 }

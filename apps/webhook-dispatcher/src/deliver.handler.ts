@@ -5,7 +5,13 @@
 import type { Db, SecretBox } from "@botdir/db";
 import { DeliveryJobData } from "@botdir/schema";
 import { type Clock, describeError, type Logger } from "@botdir/service-kit";
-import { DEFAULT_DEAD_ENDPOINT_RULES, type DeadEndpointRules, disableIfDead } from "./dead-endpoints.js";
+import {
+  DEFAULT_DEAD_ENDPOINT_RULES,
+  type DeadEndpointRules,
+  disableGone,
+  disableIfDead,
+  GONE_STATUS,
+} from "./dead-endpoints.js";
 import { createDeliveryStore, type DeliveryStore, type DeliveryTarget } from "./deliveries.js";
 import { buildDeliveryRequest } from "./delivery-request.js";
 import type { AttemptOutcome, ErrorKind, SendAttempt } from "./http-client.js";
@@ -81,7 +87,7 @@ export function createDeliverHandler(deps: DeliverDeps) {
           deps.logger.warn({ deliveryId }, "webhook removed before delivery; delivery marked failed");
         }
         if (claim.reason === "endpoint_disabled") {
-          deps.logger.info({ deliveryId }, "webhook disabled as dead; delivery marked failed");
+          deps.logger.info({ deliveryId }, "webhook disabled (dead or gone); delivery marked failed");
         }
         return claim;
       case "busy":
@@ -147,14 +153,20 @@ export function createDeliverHandler(deps: DeliverDeps) {
       ms: outcome.durationMs,
     };
     if (recorded.kind === "retry" || recorded.kind === "failed") {
-      const dead = await disableIfDead(deps.db, target.botId, recordedAt, deadEndpoints).catch((error) => {
+      const gone = outcome.statusCode === GONE_STATUS;
+      const check = gone
+        ? disableGone(deps.db, { botId: target.botId, url: target.url, attemptedAt, now: recordedAt })
+        : disableIfDead(deps.db, target.botId, recordedAt, deadEndpoints);
+      const dead = await check.catch((error) => {
         deps.logger.error({ ...log, err: describeError(error) }, "dead-endpoint check failed");
         return null;
       });
       if (dead?.disabled) {
         deps.logger.warn(
           { botId: target.botId, endedDeliveries: dead.endedDeliveries },
-          "webhook disabled: every attempt failed for the whole window; pending deliveries failed",
+          gone
+            ? "webhook disabled: the receiver answered 410 Gone; pending deliveries failed"
+            : "webhook disabled: every attempt failed for the whole window; pending deliveries failed",
         );
         return { kind: "failed", attemptNumber, errorKind: outcome.errorKind };
       }

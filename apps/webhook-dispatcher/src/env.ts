@@ -41,7 +41,10 @@ export const DispatcherEnv = z
     NODE_ENV: EnvFields.NODE_ENV,
     LOG_LEVEL: EnvFields.LOG_LEVEL,
     DATABASE_URL: EnvFields.DATABASE_URL,
+    DATABASE_DIRECT_URL: EnvFields.DATABASE_DIRECT_URL,
+    DB_PREPARED_STATEMENTS: EnvFields.DB_PREPARED_STATEMENTS,
     REDIS_URL: EnvFields.REDIS_URL,
+    REDIS_CLUSTER_NODES: EnvFields.REDIS_CLUSTER_NODES,
     /**
      * Each attempt holds a connection twice, briefly (one claim statement, one record statement), so
      * 20 connections keep up with the default 50 attempts in flight; 10 made attempts queue for the

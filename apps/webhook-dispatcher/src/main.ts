@@ -1,15 +1,16 @@
 import { createDb, createSecretBox } from "@botdir/db";
 import { QUEUES } from "@botdir/schema";
 import {
-  FAIL_FAST_REDIS,
+  createRedis,
+  databaseOf,
   httpTimeoutsOf,
   keyRing,
   loggerOptions,
+  redisTargetOf,
   serve,
   systemClock,
 } from "@botdir/service-kit";
 import { Queue } from "bullmq";
-import { Redis } from "ioredis";
 import { pino } from "pino";
 import { createHttpApp } from "./app.js";
 import { warmUp } from "./deliveries.js";
@@ -21,18 +22,15 @@ import { createDispatcherWorker } from "./worker.js";
 const env = loadEnv();
 const logger = pino(loggerOptions("webhook-dispatcher", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
 const db = createDb({
-  url: env.DATABASE_URL,
-  poolMax: env.DB_POOL_MAX,
-  connectionTimeoutMs: env.DB_CONNECT_TIMEOUT_MS,
+  ...databaseOf(env),
+  onPreparedStatementsOff: (reason) => logger.warn({ event: "prepared_statements_off" }, reason),
 });
 // BullMQ needs maxRetriesPerRequest: null on worker connections; auto-pipelining stays off so
 // blocking commands and Lua scripts are not batched behind each other.
-const redis = new Redis(env.REDIS_URL, { maxRetriesPerRequest: null, enableAutoPipelining: false });
-redis.on("error", () => {});
+const redis = createRedis(redisTargetOf(env), "worker");
 // The queue-depth gauge reads job counts on a fail-fast connection of its own, so a scrape while
 // Redis is down answers at once instead of waiting in the worker connection's offline queue.
-const metricsRedis = new Redis(env.REDIS_URL, FAIL_FAST_REDIS);
-metricsRedis.on("error", () => {});
+const metricsRedis = createRedis(redisTargetOf(env), "fail-fast");
 const countsQueue = new Queue(QUEUES.webhookDeliveries, {
   connection: metricsRedis,
   prefix: env.QUEUE_PREFIX,

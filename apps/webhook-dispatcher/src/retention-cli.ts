@@ -5,14 +5,14 @@
  * same advisory lock, so it never runs alongside a replica's run.
  */
 import { createDb } from "@botdir/db";
-import { describeError, loggerOptions, systemClock } from "@botdir/service-kit";
+import { databaseOf, describeError, loggerOptions, systemClock } from "@botdir/service-kit";
 import { pino } from "pino";
 import { loadEnv } from "./env.js";
 import { runRetention } from "./retention.js";
 
 const env = loadEnv();
 const logger = pino(loggerOptions("webhook-dispatcher", env.LOG_LEVEL));
-const db = createDb({ url: env.DATABASE_URL, poolMax: 2 });
+const db = createDb({ ...databaseOf(env), poolMax: 2 });
 let code = 0;
 try {
   const result = await runRetention(

@@ -152,7 +152,9 @@ export async function runRetention(
 ): Promise<RetentionResult> {
   const started = Date.now();
   const cutoff = new Date(deps.clock.now().getTime() - options.retentionDays * 24 * 60 * 60 * 1000);
-  const client = await deps.db.pool.connect();
+  // A session of its own, straight to PostgreSQL (DATABASE_DIRECT_URL): the advisory lock is held
+  // across many transactions, which a transaction-pooling PgBouncer would hand to other clients.
+  const client = await deps.db.connectDedicated();
   const result: RetentionResult = {
     ran: false,
     deliveries: 0,

@@ -13,10 +13,9 @@
 import { performance } from "node:perf_hooks";
 import type { Db, SecretBox } from "@botdir/db";
 import { DeliveryJobData, JOBS, QUEUES } from "@botdir/schema";
-import { type Clock, describeError, type Logger } from "@botdir/service-kit";
+import { type Clock, describeError, type Logger, type RedisClient } from "@botdir/service-kit";
 import type { Resolver } from "@botdir/webhook-targets";
 import { DelayedError, type Job, Worker } from "bullmq";
-import type { Redis } from "ioredis";
 import type { DeadEndpointRules } from "./dead-endpoints.js";
 import { createDeliverHandler, type DeliverResult } from "./deliver.handler.js";
 import { botOfDelivery, createDeliveryStore } from "./deliveries.js";
@@ -67,7 +66,7 @@ export interface DispatcherDeps {
    * Redis for the worker (maxRetriesPerRequest: null, no auto-pipelining); BullMQ duplicates it
    * for its blocking connection. The caller closes it.
    */
-  redis: Redis;
+  redis: RedisClient;
   secrets: SecretBox;
   clock: Clock;
   logger: Logger;

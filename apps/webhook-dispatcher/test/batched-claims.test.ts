@@ -17,6 +17,7 @@ import {
   LEASE_MS,
   ok,
   seedDelivery,
+  waitFor,
 } from "./support.js";
 
 let t: TestDatabase;
@@ -128,6 +129,7 @@ describe("batched claims and records", () => {
     try {
       await holder.query("BEGIN");
       await holder.query("SELECT 1 FROM webhook_deliveries WHERE id = $1 FOR UPDATE", [locked.id]);
+      const holderPid = (await holder.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
 
       let lockedDone = false;
       const lockedClaim = store.claim(locked.id, claimOptions(clock)).finally(() => {
@@ -135,7 +137,15 @@ describe("batched claims and records", () => {
       });
       const others = await Promise.all(all.slice(0, 2).map((d) => store.claim(d.id, claimOptions(clock))));
       expect(others.map((c) => c.kind)).toEqual(["claimed", "claimed"]);
-      await new Promise((r) => setTimeout(r, 100));
+      // The locked claim has reached PostgreSQL and waits there on the holder's lock: from here on
+      // it cannot finish before COMMIT unless it stopped waiting.
+      await waitFor(async () => {
+        const { rows } = await t.db.pool.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+          [holderPid],
+        );
+        return rows[0]!.n === 1;
+      }, "the locked claim to wait on the row lock");
       expect(lockedDone).toBe(false);
 
       await holder.query("COMMIT");

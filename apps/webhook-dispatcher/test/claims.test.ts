@@ -317,7 +317,7 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
     const slow: DeliveryStore = {
       claim: store.claim,
       record: async (input) => {
-        await new Promise((r) => setTimeout(r, 600));
+        await new Promise((r) => setTimeout(r, 3_000));
         return store.record(input);
       },
     };
@@ -329,11 +329,12 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
     });
 
     expect(result.kind).toBe("delivered");
-    expect(performance.now() - started).toBeGreaterThanOrEqual(600);
-    // The receiver answers after 100 ms: that is the pace the worker's fairness learns.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(3_000);
+    // The receiver answers after 100 ms: that is the pace the worker's fairness learns. The bound
+    // leaves a loaded machine fifteen times that and is half the 3 s the record takes.
     expect(sent).toHaveLength(1);
     expect(sent[0]).toBeGreaterThanOrEqual(90);
-    expect(sent[0]).toBeLessThan(500);
+    expect(sent[0]).toBeLessThan(1_500);
   });
 
   it("when the record committed but its reply was lost, then the retry recognises its own write instead of reporting a takeover", async () => {
@@ -362,18 +363,20 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
     const delivery = await arrange(clock);
     const store = real();
     let calls = 0;
+    let firstRecordAt = 0;
     const down: DeliveryStore = {
       claim: store.claim,
       record: () => {
-        calls++;
+        if (calls++ === 0) firstRecordAt = performance.now();
         return Promise.reject(new Error("the database system is shutting down"));
       },
     };
-    const started = Date.now();
 
     await expect(handler(clock, down, 1_500)({ deliveryId: delivery.id })).rejects.toThrow(/shutting down/);
 
-    expect(Date.now() - started).toBeLessThan(1_500);
+    // Measured from the first record (the manual clock stands still, so 1.5 s of lease are left
+    // then): the claim and the HTTP attempt before it are not part of the window.
+    expect(performance.now() - firstRecordAt).toBeLessThan(1_500);
     expect(calls).toBeGreaterThan(2);
     expect(await attemptRows(t.db, delivery.id)).toHaveLength(0);
     expect((await deliveryRow(t.db, delivery.id)).state).toBe("pending");

@@ -1,6 +1,7 @@
 import { createHmac } from "node:crypto";
 import { createTestDatabase, seedBot, type TestDatabase, testRedisPrefix } from "@botdir/db/testing";
-import { WEBHOOK_USER_AGENT } from "@botdir/schema";
+import { QUEUES, WEBHOOK_USER_AGENT } from "@botdir/schema";
+import { QueueEvents } from "bullmq";
 import { EARLY_SLACK_MS } from "../src/deliver.handler.js";
 import {
   attemptRows,
@@ -16,16 +17,18 @@ import {
   testConfig,
   waitFor,
   waitForState,
+  workerRedis,
 } from "./support.js";
 
 let t: TestDatabase;
 let queue: ReturnType<typeof openQueue>;
 let worker: StartedWorker;
+let prefix: string;
 const receivers: Receiver[] = [];
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  const prefix = testRedisPrefix();
+  prefix = testRedisPrefix();
   queue = openQueue(prefix);
   worker = await startWorker(t.db, testConfig(prefix));
 });
@@ -177,12 +180,27 @@ describe("webhook delivery", () => {
     const r = await receiver(() => ({ status: 204 }));
     const bot = await seedBot(t.db);
     await configureWebhook(t.db, bot.id, r.url(), "s");
-    const nextAttemptAt = new Date(Date.now() + 700);
+    // Far enough ahead that the first run is early however slow the machine; the delayed path is
+    // then proven by BullMQ's own "delayed" event for this job, not assumed.
+    const nextAttemptAt = new Date(Date.now() + 3_000);
     const delivery = await seedDelivery(t.db, bot.id, { nextAttemptAt });
+    const events = new QueueEvents(QUEUES.webhookDeliveries, { connection: workerRedis(), prefix });
+    try {
+      await events.waitUntilReady();
+      let delayedTo: number | null = null;
+      events.on("delayed", ({ jobId, delay }) => {
+        if (jobId === delivery.id) delayedTo = Number(delay);
+      });
 
-    // Hand off as if the clock said the attempt is due now (delay 0).
-    await handOff(queue.queue, delivery, nextAttemptAt);
-    await waitForState(t.db, delivery.id, "delivered");
+      // Hand off as if the clock said the attempt is due now (delay 0).
+      await handOff(queue.queue, delivery, nextAttemptAt);
+      const delayedUntil = await waitFor(async () => delayedTo, `job ${delivery.id} to be delayed`);
+      expect(r.requests).toHaveLength(0);
+      expect(delayedUntil).toBe(nextAttemptAt.getTime());
+      await waitForState(t.db, delivery.id, "delivered");
+    } finally {
+      await events.close();
+    }
 
     expect(r.requests).toHaveLength(1);
     expect(r.requests[0]!.at).toBeGreaterThanOrEqual(nextAttemptAt.getTime() - EARLY_SLACK_MS);

@@ -2,7 +2,7 @@
  * Per-webhook and per-origin caps with a real worker, Redis and PostgreSQL: a job over a cap
  * holds no worker slot and uses no attempt, and runs as soon as its webhook has room.
  */
-import { createServer, type Server } from "node:http";
+import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createTestDatabase, seedBot, type TestDatabase, testRedisPrefix } from "@botdir/db/testing";
 import { systemClock } from "@botdir/service-kit";
@@ -60,6 +60,10 @@ interface CountingReceiver {
   received: Map<string, number>;
   maxInFlight: number;
   total(): number;
+  /** When each request arrived, in order (Date.now()). */
+  arrivals: number[];
+  /** Ends every held request (the client sees the connection close). */
+  release(): void;
 }
 
 /** A receiver that answers 204 after `delayMs`, or holds the request (`hold`) until the client gives up. */
@@ -70,16 +74,25 @@ async function countingReceiver(reply: (path: string) => number | "hold"): Promi
     received: new Map(),
     maxInFlight: 0,
     total: () => [...state.received.values()].reduce((a, b) => a + b, 0),
+    arrivals: [],
+    release: () => {
+      for (const res of held) res.destroy();
+    },
   };
+  const held = new Set<ServerResponse>();
   const server: Server = createServer((req, res) => {
     const path = req.url ?? "";
     state.received.set(path, (state.received.get(path) ?? 0) + 1);
+    state.arrivals.push(Date.now());
     inFlight++;
     state.maxInFlight = Math.max(state.maxInFlight, inFlight);
     res.once("close", () => inFlight--);
     req.resume();
     const answer = reply(path);
-    if (answer === "hold") return;
+    if (answer === "hold") {
+      held.add(res);
+      return;
+    }
     setTimeout(() => {
       res.statusCode = 204;
       res.end();
@@ -112,8 +125,13 @@ async function metricValue(metrics: DispatcherMetrics, name: string, cap: string
 describe("per-webhook fairness", () => {
   it("when one bot's receiver holds every request, then it holds one slot (not yet known to answer quickly), other bots' deliveries arrive long before its timeout, and the jobs put back use no attempt", async () => {
     const receiver = await countingReceiver((path) => (path.startsWith("/tarpit") ? "hold" : 5));
-    // Four slots in all: without the caps, the tarpit's eight jobs would take every one for 1.5 s.
-    const { queue, metrics } = await dispatcher({ concurrency: 4, maxInFlightPerWebhook: 2 });
+    // Four slots in all: without the caps, the tarpit's eight jobs would take every one until the
+    // 30 s timeout, twice the deadline the healthy deliveries get.
+    const { queue, metrics } = await dispatcher({
+      concurrency: 4,
+      maxInFlightPerWebhook: 2,
+      timeoutMs: 30_000,
+    });
     const tarpit = await botWithWebhook(receiver.url("/tarpit"));
     const stuck = await Promise.all(Array.from({ length: 8 }, () => seedDelivery(t.db, tarpit)));
     for (const d of stuck) await handOff(queue, d);
@@ -127,12 +145,14 @@ describe("per-webhook fairness", () => {
       }),
     );
     for (const d of healthy) await handOff(queue, d);
-    await Promise.all(healthy.map((d) => waitForState(t.db, d.id, "delivered", 5_000)));
+    await Promise.all(healthy.map((d) => waitForState(t.db, d.id, "delivered", 15_000)));
     const elapsed = Date.now() - started;
 
-    expect(elapsed).toBeLessThan(1_000);
+    // Expected in about 100 ms; the bound is half the tarpit's timeout.
+    expect(elapsed).toBeLessThan(15_000);
     expect(receiver.received.get("/tarpit")).toBe(1);
     const made = await Promise.all(stuck.map(async (d) => (await deliveryRow(t.db, d.id)).attemptsMade));
+    receiver.release();
     expect(made.filter((n) => n === 1)).toHaveLength(1);
     expect(made.filter((n) => n === 0)).toHaveLength(7);
     expect(
@@ -143,11 +163,12 @@ describe("per-webhook fairness", () => {
   it("when a webhook that answered quickly starts holding every request, then no attempt starts beside the hanging ones after DISPATCHER_SLOW_ATTEMPT_MS, and after their timeouts it runs one at a time", async () => {
     let answered = 0;
     const receiver = await countingReceiver(() => (answered++ === 0 ? 5 : "hold"));
-    const { queue } = await dispatcher({
+    // Attempts time out at 5 s: the checks below run while the two hang, past 300 ms.
+    const { queue, metrics } = await dispatcher({
       concurrency: 10,
       maxInFlightPerWebhook: 3,
       slowAttemptMs: 300,
-      timeoutMs: 1_500,
+      timeoutMs: 5_000,
     });
     const botId = await botWithWebhook(receiver.url("/turns-bad"));
     const first = await seedDelivery(t.db, botId);
@@ -158,32 +179,51 @@ describe("per-webhook fairness", () => {
     const hanging = await Promise.all(Array.from({ length: 2 }, () => seedDelivery(t.db, botId)));
     for (const d of hanging) await handOff(queue, d);
     await waitFor(async () => receiver.total() === 3, "two hanging attempts");
-    await new Promise((resolve) => setTimeout(resolve, 400));
+    const hangingSince = receiver.arrivals[2]!;
+    await waitFor(async () => Date.now() - hangingSince >= 400, "400 ms of hanging");
     // Past 300 ms they count as hanging: a third one does not start, although the cap is three.
+    const deferred = () => metricValue(metrics, "botdir_webhook_jobs_deferred_total", "webhook");
+    const deferredBefore = await deferred();
     const later = await Promise.all(Array.from({ length: 4 }, () => seedDelivery(t.db, botId)));
     for (const d of later) await handOff(queue, d);
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    // Each later job has been looked at and put back: had one been admitted, it would have started.
+    await waitFor(async () => (await deferred()) >= deferredBefore + 4, "the later jobs to be deferred");
     expect(receiver.total()).toBe(3);
-    // They time out at 1.5 s ("timeout": slow); from then on one attempt at a time.
-    await waitFor(async () => receiver.total() === 4, "the next attempt after the timeouts", 5_000);
-    await new Promise((resolve) => setTimeout(resolve, 600));
-    expect(receiver.total()).toBe(4);
+    expect(Date.now() - hangingSince).toBeLessThan(5_000); // still inside the two attempts' timeout
+    // They time out at 5 s ("timeout": slow); from then on one attempt at a time: the next starts
+    // after both hanging ones ended, and the one after it only once that one has timed out too.
+    await waitFor(async () => receiver.total() === 4, "the next attempt after the timeouts", 15_000);
+    await waitFor(async () => receiver.total() === 5, "the attempt after that one", 15_000);
+    receiver.release();
+    const ended = async (ids: string[]) =>
+      (await Promise.all(ids.map((id) => attemptRows(t.db, id))))
+        .flat()
+        .map((a) => a.attemptedAt.getTime() + a.durationMs);
+    const hangingEnded = Math.max(...(await ended(hanging.map((d) => d.id))));
+    expect(receiver.arrivals[3]!).toBeGreaterThanOrEqual(hangingEnded);
+    const fourthEnded = await ended(later.map((d) => d.id));
+    expect(fourthEnded).toHaveLength(1);
+    expect(receiver.arrivals[4]!).toBeGreaterThanOrEqual(fourthEnded[0]!);
     expect(receiver.maxInFlight).toBe(2);
   });
 
   it("when a webhook has more jobs than its cap, then at most the cap run at once and each waiting job runs as soon as a slot ends, with one attempt each", async () => {
     const receiver = await countingReceiver(() => 200);
-    // The fallback delay of a parked job is the lease (1.5 s + 2 s): finishing far sooner shows
-    // that the jobs were woken when a slot ended.
-    const { queue, metrics } = await dispatcher({ concurrency: 10, maxInFlightPerWebhook: 2 });
+    // The fallback delay of a parked job is the lease (1.5 s + 30 s): finishing within the 15 s
+    // deadline shows that the jobs were woken when a slot ended (expected: about 600 ms).
+    const { queue, metrics } = await dispatcher({
+      concurrency: 10,
+      maxInFlightPerWebhook: 2,
+      lockDurationMs: 30_000,
+    });
     const botId = await botWithWebhook(receiver.url("/busy"));
     const deliveries = await Promise.all(Array.from({ length: 6 }, () => seedDelivery(t.db, botId)));
     const started = Date.now();
 
     for (const d of deliveries) await handOff(queue, d);
-    await Promise.all(deliveries.map((d) => waitForState(t.db, d.id, "delivered", 10_000)));
+    await Promise.all(deliveries.map((d) => waitForState(t.db, d.id, "delivered", 15_000)));
 
-    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(Date.now() - started).toBeLessThan(15_000);
     expect(receiver.maxInFlight).toBe(2);
     expect(receiver.total()).toBe(6);
     for (const d of deliveries) {

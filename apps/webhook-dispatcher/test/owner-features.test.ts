@@ -222,4 +222,73 @@ describe("dead endpoints", () => {
     }
     expect((await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt).toBeNull();
   });
+
+  const gone: AttemptOutcome = { ok: false, statusCode: 410, errorKind: "http_status", durationMs: 5 };
+
+  it("when the receiver answers 410 Gone, then the webhook is disabled after that one attempt and its other pending deliveries end failed", async () => {
+    const clock = new ManualClock(new Date());
+    const bot = await seedBot(t.db);
+    await configureWebhook(t.db, bot.id, "https://example.test/gone", issued(10));
+    const waiting = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    const first = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    const { deliver, sent } = handler(clock, gone);
+
+    expect(await deliver({ deliveryId: first.id })).toEqual({
+      kind: "failed",
+      attemptNumber: 1,
+      errorKind: "http_status",
+    });
+    expect(sent).toHaveLength(1);
+    const row = await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } });
+    expect([row.webhookDisabledAt?.toISOString(), row.webhookDisabledReason]).toEqual([
+      clock.now().toISOString(),
+      "gone",
+    ]);
+    for (const d of [first, waiting]) {
+      const delivery = await deliveryRow(t.db, d.id);
+      expect([delivery.state, delivery.failureReason]).toEqual(["failed", "endpoint_disabled"]);
+    }
+    expect(await deliver({ deliveryId: waiting.id })).toEqual({ kind: "done", reason: "failed" });
+    expect(sent).toHaveLength(1);
+  });
+
+  it("when the receiver answers another 4xx such as 404, then the delivery is retried and the webhook stays enabled", async () => {
+    const clock = new ManualClock(new Date());
+    const bot = await seedBot(t.db);
+    await configureWebhook(t.db, bot.id, "https://example.test/missing", issued(11));
+    const { deliver } = handler(clock, { ...gone, statusCode: 404 });
+    const result = await deliver({
+      deliveryId: (await seedDelivery(t.db, bot.id, { votedAt: clock.now() })).id,
+    });
+    expect(result.kind).toBe("retry");
+    expect((await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt).toBeNull();
+  });
+
+  it("when the owner set another URL after the attempt that got 410, then the new URL stays enabled", async () => {
+    const clock = new ManualClock(new Date());
+    const bot = await seedBot(t.db);
+    await configureWebhook(t.db, bot.id, "https://example.test/old", issued(12));
+    const delivery = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    const sent: WebhookRequest[] = [];
+    const deliver = createDeliverHandler({
+      db: t.db,
+      secrets: secretBox,
+      send: async (request) => {
+        sent.push(request);
+        // The owner moves the webhook while the attempt to the old URL is in flight.
+        await t.db.prisma.bot.update({
+          where: { id: bot.id },
+          data: { webhookUrl: "https://example.test/new" },
+        });
+        return gone;
+      },
+      clock,
+      logger: silentLogger,
+      retryDelays: DELAYS,
+      leaseMs: LEASE_MS,
+    });
+    expect((await deliver({ deliveryId: delivery.id })).kind).toBe("retry");
+    expect(sent).toHaveLength(1);
+    expect((await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt).toBeNull();
+  });
 });

@@ -47,22 +47,25 @@ afterAll(async () => {
   await t?.drop();
 });
 
-/** Casts a vote with one dispatcher running, waits for its attempt to hang, then SIGKILLs it. */
-async function castAndKillMidAttempt(path: string, options: { secondReplicaFirst: boolean }) {
+/**
+ * Casts a vote with one dispatcher running (two with `twoReplicas`), waits for its attempt to hang,
+ * then SIGKILLs the replica that sent it; returns the other one, if any.
+ */
+async function castAndKillMidAttempt(path: string, options: { twoReplicas: boolean }) {
   const bot = await seedWebhookBot(t.db, keys, receiver.url(path));
-  // With a second replica to start while the attempt hangs, the attempt's timeout must outlast
-  // that start-up, or the first replica records a timeout before it is killed.
-  const timeout: Record<string, string> = options.secondReplicaFirst ? { WEBHOOK_TIMEOUT_MS: "8000" } : {};
-  const first = await startDispatcher(timeout);
+  // Both replicas run before the vote: no start-up has to fit inside the hanging attempt's timeout
+  // (3 s; the kill follows the request within milliseconds).
+  const replicas = await Promise.all(
+    Array.from({ length: options.twoReplicas ? 2 : 1 }, () => startDispatcher()),
+  );
   const cast = await castVote(ingest.base, keys.internalKey, bot.id, randomUserId());
   expect(cast.status).toBe(201);
   await waitFor(() => receiver.forPath(path).length === 1, "the first attempt to reach the receiver", 20_000);
-  // A second replica that is already running when the first dies (it was not running when the
-  // job was taken, so the first replica is the one holding the request).
-  const replica = options.secondReplicaFirst ? await startDispatcher(timeout) : null;
-  expect(receiver.forPath(path)).toHaveLength(1);
-  await first.kill();
-  return { bot, replica };
+  const sender = receiver.forPath(path)[0]!.remotePort;
+  const holding = replicas.filter((r) => r.ownsLocalPort(sender));
+  expect(holding).toHaveLength(1);
+  await holding[0]!.kill();
+  return { bot, replica: replicas.find((r) => r !== holding[0]) ?? null };
 }
 
 async function expectCompletedOnce(botId: string, path: string) {
@@ -90,13 +93,13 @@ async function expectCompletedOnce(botId: string, path: string) {
 
 describe("dispatcher SIGKILLed mid-attempt, through the full stack", () => {
   it("when the only dispatcher is killed and restarted, then the vote's delivery completes once: attempt 1 interrupted, attempt 2 delivered", async () => {
-    const { bot } = await castAndKillMidAttempt("/restart", { secondReplicaFirst: false });
+    const { bot } = await castAndKillMidAttempt("/restart", { twoReplicas: false });
     await startDispatcher();
     await expectCompletedOnce(bot.id, "/restart");
   });
 
   it("when one of two replicas is killed, then the other completes the delivery once, without a restart", async () => {
-    const { bot, replica } = await castAndKillMidAttempt("/replica", { secondReplicaFirst: true });
+    const { bot, replica } = await castAndKillMidAttempt("/replica", { twoReplicas: true });
     await expectCompletedOnce(bot.id, "/replica");
     expect(replica?.alive()).toBe(true);
   });

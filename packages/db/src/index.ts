@@ -1,5 +1,5 @@
-export type { Db, DbOptions, DedicatedConnection } from "./client.js";
-export { createDb } from "./client.js";
+export type { Db, DbOptions, DedicatedConnection, PreparedStatements } from "./client.js";
+export { createDb, isStatementNameError } from "./client.js";
 export { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL } from "./defaults.js";
 export type { AttemptView, DeliveryStateName, RedeliverResult } from "./deliveries.js";
 export { ATTEMPTS_SHOWN, isDeliveryId, listRecentAttempts, redeliver } from "./deliveries.js";

@@ -1,8 +1,10 @@
-// `pnpm --filter @botdir/db migrate`: applies pending migrations to DATABASE_URL.
+// `pnpm --filter @botdir/db migrate`: applies pending migrations to DATABASE_DIRECT_URL, or to
+// DATABASE_URL when that is unset (the runner holds a session advisory lock, which a
+// transaction-pooling PgBouncer cannot keep).
 import { DEFAULT_DATABASE_URL } from "./defaults.js";
 import { migrate } from "./migrate.js";
 
-const url = process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
+const url = process.env.DATABASE_DIRECT_URL || process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
 try {
   const result = await migrate(url);
   console.log(

@@ -17,6 +17,10 @@ export const TEST_ENV = {
   templateDb: "TEST_TEMPLATE_DB",
   databaseUrl: "TEST_DATABASE_URL",
   redisUrl: "TEST_REDIS_URL",
+  /** Set by `pnpm test:distributed`: the same PostgreSQL through a transaction-pooling PgBouncer. */
+  poolerUrl: "TEST_POOLER_URL",
+  /** Set by `pnpm test:distributed`: `host:port,…` of a Redis Cluster standing in for the shared Redis. */
+  redisClusterNodes: "TEST_REDIS_CLUSTER_NODES",
 } as const;
 
 export function baseDatabaseUrl(): string {
@@ -25,6 +29,26 @@ export function baseDatabaseUrl(): string {
 
 export function testRedisUrl(): string {
   return process.env[TEST_ENV.redisUrl] || process.env.REDIS_URL || DEFAULT_REDIS_URL;
+}
+
+/** The Redis Cluster the apps use instead of testRedisUrl() in a distributed run, or undefined. */
+export function testRedisClusterNodes(): string | undefined {
+  return process.env[TEST_ENV.redisClusterNodes] || undefined;
+}
+
+/**
+ * PostgreSQL itself for a URL of the test databases: in a distributed run (TEST_POOLER_URL) the
+ * apps' DATABASE_URL goes through PgBouncer and this is their DATABASE_DIRECT_URL; otherwise
+ * the URL as it is.
+ */
+export function directUrlOf(url: string): string {
+  const pooler = process.env[TEST_ENV.poolerUrl];
+  if (!pooler) return url;
+  const u = new URL(url);
+  if (u.host !== new URL(pooler).host) return url;
+  const direct = new URL(baseDatabaseUrl());
+  u.host = direct.host;
+  return u.toString();
 }
 
 export function withDatabase(url: string, name: string): string {
@@ -68,10 +92,16 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
       await new Promise((r) => setTimeout(r, 100));
     }
   }
-  const url = withDatabase(baseDatabaseUrl(), name);
+  // In a distributed run the database is reached through PgBouncer, as the apps reach it there.
+  const url = withDatabase(process.env[TEST_ENV.poolerUrl] || baseDatabaseUrl(), name);
   // A connect timeout well above production's 500 ms: a test machine under load must not turn
   // a slow connect into a 500 (the fast-failure tests build their own Db).
-  const db = createDb({ url, poolMax: options.poolMax ?? 5, connectionTimeoutMs: 5_000 });
+  const db = createDb({
+    url,
+    directUrl: directUrlOf(url),
+    poolMax: options.poolMax ?? 5,
+    connectionTimeoutMs: 5_000,
+  });
   return {
     url,
     name,
@@ -291,4 +321,263 @@ export function sampleValue(
   );
   if (found.length > 1) throw new Error(`${found.length} samples of ${name} match ${JSON.stringify(labels)}`);
   return found[0]?.value;
+}
+
+export interface PrivatePgBouncer {
+  /** `postgresql://` URL of `database` through the pooler. */
+  url(database: string): string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+/** The PgBouncer binary: on PATH or where Debian's package puts it; null when not installed. */
+export async function findPgBouncer(): Promise<string | null> {
+  const { accessSync, constants } = await import("node:fs");
+  const { delimiter, join } = await import("node:path");
+  const dirs = [...(process.env.PATH ?? "").split(delimiter), "/usr/sbin", "/usr/local/sbin"];
+  for (const dir of dirs) {
+    try {
+      const file = join(dir, "pgbouncer");
+      accessSync(file, constants.X_OK);
+      return file;
+    } catch {
+      // not here
+    }
+  }
+  return null;
+}
+
+/**
+ * A private PgBouncer in transaction mode in front of the PostgreSQL of `targetUrl` (every
+ * database, as that URL's user), with the settings docs/scaling.md gives operators. Fails with one
+ * line naming the package when `pgbouncer` is not installed. Run as root it drops to the
+ * `postgres` user, as PgBouncer refuses to run as root.
+ */
+export async function startPgBouncer(
+  options: { targetUrl?: string; port?: number; poolSize?: number } = {},
+): Promise<PrivatePgBouncer> {
+  const binary = await findPgBouncer();
+  if (!binary) throw new Error("pgbouncer is not installed: apt-get install -y pgbouncer");
+  const { spawn } = await import("node:child_process");
+  const { chmodSync, mkdtempSync, rmSync, writeFileSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const { connect } = await import("node:net");
+  const target = new URL(options.targetUrl ?? baseDatabaseUrl());
+  const port = options.port ?? (await freePort());
+  const dir = mkdtempSync(join(tmpdir(), "botdir-pgbouncer-"));
+  chmodSync(dir, 0o777);
+  const user = decodeURIComponent(target.username || "postgres");
+  const ini = join(dir, "pgbouncer.ini");
+  writeFileSync(
+    ini,
+    [
+      "[databases]",
+      `* = host=${target.hostname} port=${target.port || "5432"} user=${user}`,
+      "[pgbouncer]",
+      "listen_addr = 127.0.0.1",
+      `listen_port = ${port}`,
+      "unix_socket_dir =",
+      "auth_type = any",
+      "pool_mode = transaction",
+      "ignore_startup_parameters = extra_float_digits,statement_timeout,options",
+      "max_client_conn = 1000",
+      `default_pool_size = ${options.poolSize ?? 10}`,
+      "server_reset_query =",
+      `logfile = ${join(dir, "pgbouncer.log")}`,
+      "",
+    ].join("\n"),
+  );
+  chmodSync(ini, 0o644);
+  const asRoot = typeof process.getuid === "function" && process.getuid() === 0;
+  const child = spawn(binary, [...(asRoot ? ["-u", "postgres"] : []), ini], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const killOnExit = () => child.kill("SIGKILL");
+  process.once("exit", killOnExit);
+  const listening = () =>
+    new Promise<boolean>((resolve) => {
+      const socket = connect(port, "127.0.0.1");
+      socket.once("connect", () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once("error", () => resolve(false));
+    });
+  const deadline = Date.now() + 15_000;
+  while (!(await listening())) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`pgbouncer did not start on port ${port}: ${stderr.slice(-500)}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return {
+    port,
+    url(database) {
+      const u = new URL(target.toString());
+      u.host = `127.0.0.1:${port}`;
+      u.pathname = `/${database}`;
+      return u.toString();
+    },
+    stop: () =>
+      new Promise<void>((resolve) => {
+        process.removeListener("exit", killOnExit);
+        const done = () => {
+          rmSync(dir, { recursive: true, force: true });
+          resolve();
+        };
+        if (child.exitCode !== null || child.signalCode !== null) return done();
+        child.once("exit", done);
+        child.kill("SIGTERM");
+      }),
+  };
+}
+
+export interface PrivateRedisCluster {
+  /** `host:port,…` of the masters (REDIS_CLUSTER_NODES). */
+  nodes: string;
+  ports: number[];
+  /** SIGKILL of master `index`, like a crash. */
+  kill(index: number): Promise<void>;
+  /** Starts master `index` again with its cluster config: it takes its slots back, empty. */
+  restart(index: number): Promise<void>;
+  /** Resolves when every master reports `cluster_state:ok`. */
+  waitHealthy(timeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * A private Redis Cluster of `masters` masters (no replicas) on free ports: `redis-server
+ * --cluster-enabled yes` each, joined by `redis-cli --cluster create`. Nothing is persisted but
+ * each node's cluster config, so a killed master comes back owning its slots, empty. Fails with
+ * one line naming the package when `redis-server` or `redis-cli` is missing.
+ */
+export async function startRedisCluster(options: { masters?: number } = {}): Promise<PrivateRedisCluster> {
+  const { spawn, execFile } = await import("node:child_process");
+  const { mkdtempSync, rmSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const { promisify } = await import("node:util");
+  const run = promisify(execFile);
+  for (const tool of ["redis-server", "redis-cli"]) {
+    await run(tool, ["--version"]).catch(() => {
+      throw new Error(`${tool} is not installed: apt-get install -y redis-server (it brings redis-cli)`);
+    });
+  }
+  const count = options.masters ?? 3;
+  const dir = mkdtempSync(join(tmpdir(), "botdir-redis-cluster-"));
+  const ports: number[] = [];
+  for (let i = 0; i < count; i++) ports.push(await freePort());
+  const children: (ReturnType<typeof spawn> | undefined)[] = [];
+  const killAll = () => {
+    for (const c of children) c?.kill("SIGKILL");
+  };
+  process.once("exit", killAll);
+
+  const start = (index: number) =>
+    new Promise<void>((resolve, reject) => {
+      const port = ports[index] as number;
+      const proc = spawn(
+        "redis-server",
+        [
+          "--port",
+          String(port),
+          "--bind",
+          "127.0.0.1",
+          "--cluster-enabled",
+          "yes",
+          "--cluster-config-file",
+          `nodes-${port}.conf`,
+          "--cluster-node-timeout",
+          "2000",
+          "--save",
+          "",
+          "--appendonly",
+          "no",
+          "--dir",
+          dir,
+        ],
+        { stdio: ["ignore", "pipe", "pipe"] },
+      );
+      children[index] = proc;
+      let output = "";
+      const timer = setTimeout(() => {
+        proc.kill("SIGKILL");
+        reject(new Error(`redis-server (cluster) did not start on port ${port}: ${output.slice(-500)}`));
+      }, 10_000);
+      proc.stdout?.on("data", (chunk: Buffer) => {
+        output += chunk.toString();
+        if (output.includes("Ready to accept connections")) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      proc.once("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`redis-server (cluster) exited with ${code}: ${output.slice(-500)}`));
+      });
+    });
+
+  const terminate = (index: number, signal: NodeJS.Signals) =>
+    new Promise<void>((resolve) => {
+      const proc = children[index];
+      if (!proc || proc.exitCode !== null || proc.signalCode !== null) return resolve();
+      proc.once("exit", () => resolve());
+      proc.kill(signal);
+    });
+
+  async function waitHealthy(timeoutMs = 20_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const states = await Promise.all(
+        ports.map((port) =>
+          run("redis-cli", ["-p", String(port), "cluster", "info"]).then(
+            (r) => /cluster_state:ok/.test(r.stdout),
+            () => false,
+          ),
+        ),
+      );
+      if (states.every(Boolean)) return;
+      if (Date.now() > deadline)
+        throw new Error(`Redis Cluster on ${ports.join(",")} did not become healthy`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  try {
+    await Promise.all(ports.map((_, i) => start(i)));
+    await run("redis-cli", [
+      "--cluster",
+      "create",
+      ...ports.map((p) => `127.0.0.1:${p}`),
+      "--cluster-replicas",
+      "0",
+      "--cluster-yes",
+    ]);
+    await waitHealthy();
+  } catch (error) {
+    killAll();
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+  return {
+    nodes: ports.map((p) => `127.0.0.1:${p}`).join(","),
+    ports,
+    kill: (index) => terminate(index, "SIGKILL"),
+    async restart(index) {
+      await terminate(index, "SIGTERM");
+      await start(index);
+    },
+    waitHealthy,
+    async stop() {
+      process.removeListener("exit", killAll);
+      await Promise.all(ports.map((_, i) => terminate(i, "SIGTERM")));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

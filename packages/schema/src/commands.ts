@@ -68,6 +68,17 @@ export const CommandsBody = z.looseObject({
 });
 export type CommandsBody = z.infer<typeof CommandsBody>;
 
+/**
+ * The body of POST /commands (discordbotlist.com's client spelling): the platform's command array
+ * bare, or the PUT body. The API parses it by wrapping a bare array as `{commands}` and reading
+ * that as CommandsBody, so both spellings get the PUT's bounds and error sentences.
+ */
+export const CommandsPostBody = z.union([
+  CommandsBody,
+  z.array(Command).max(COMMAND_LIMITS.maxCommands, "must hold at most 100 commands"),
+]);
+export type CommandsPostBody = z.infer<typeof CommandsPostBody>;
+
 export const CommandsResponse = z.object({ success: z.boolean(), count: z.number().int() });
 export type CommandsResponse = z.infer<typeof CommandsResponse>;
 

@@ -1,4 +1,11 @@
-export { COMMAND_LIMITS, Command, CommandsBody, CommandsResponse, dedupeCommands } from "./commands.js";
+export {
+  COMMAND_LIMITS,
+  Command,
+  CommandsBody,
+  CommandsPostBody,
+  CommandsResponse,
+  dedupeCommands,
+} from "./commands.js";
 export {
   DELIVERY_ATTEMPTS_SHOWN,
   DELIVERY_MESSAGES,
@@ -37,11 +44,15 @@ export {
   CastVoteResponse,
   CheckQuery,
   clampLimit,
+  VOTE_CURSOR_MAX_LENGTH,
+  VOTE_CURSOR_SETTLE_MS,
   VOTE_WINDOW_MS,
   VOTES_LIMIT,
   VoteCheckResult,
   VoteConflict,
   VoteEntry,
+  VotesPage,
+  VotesPageQuery,
   VotesQuery,
   VotesResponse,
 } from "./votes.js";

@@ -34,6 +34,56 @@ export const VoteEntry = z.object({ user_id: z.string(), voted_at: z.iso.datetim
 export const VotesResponse = z.object({ votes: z.array(VoteEntry) });
 export type VotesResponse = z.infer<typeof VotesResponse>;
 
+/**
+ * A vote is listed by `since`/`cursor` paging once it is this old. Votes are committed slightly out
+ * of `voted_at` order (the time is taken before the statement that records it, on several
+ * replicas), so the newest seconds of the log are withheld until every vote with an earlier time
+ * has committed: a vote's statement runs within its 5-second statement timeout, and the rest is
+ * margin for batching and clock skew. Without that, a page read just before a late commit would
+ * move the cursor past it for good.
+ */
+export const VOTE_CURSOR_SETTLE_MS = 10_000;
+/** Longest `cursor` accepted (those issued are about 60 characters). */
+export const VOTE_CURSOR_MAX_LENGTH = 200;
+
+const firstValue = (v: unknown) => (Array.isArray(v) ? v[0] : v);
+
+/**
+ * GET /votes with `since` and/or `cursor`: the votes at or after `since` and after the cursor's
+ * vote (both apply when both are given), oldest first. `cursor` is opaque here; the API decodes it.
+ */
+export const VotesPageQuery = z.looseObject({
+  since: z.preprocess(
+    firstValue,
+    z.iso
+      .datetime({
+        offset: true,
+        message: "must be an ISO 8601 date-time with a time zone, e.g. 2026-11-21T12:00:00.000Z",
+      })
+      .optional(),
+  ),
+  cursor: z.preprocess(
+    firstValue,
+    z
+      .string()
+      .min(1, "must not be empty")
+      .max(VOTE_CURSOR_MAX_LENGTH, "is not a cursor this API issued")
+      .optional(),
+  ),
+  limit: z.unknown().optional().transform(clampLimit),
+});
+export type VotesPageQuery = z.output<typeof VotesPageQuery>;
+
+/** A page of the vote log, oldest first; `nextCursor` is absent on the last page. */
+export const VotesPage = z.object({
+  votes: z.array(VoteEntry),
+  nextCursor: z
+    .string()
+    .meta({ description: "Pass as `cursor` for the next page; absent when this page is the last." })
+    .optional(),
+});
+export type VotesPage = z.infer<typeof VotesPage>;
+
 /** POST /internal/v1/votes (site frontend → vote-ingest). */
 export const CastVoteBody = z.looseObject({ bot_id: BotId, user_id: UserId });
 export type CastVoteBody = z.infer<typeof CastVoteBody>;

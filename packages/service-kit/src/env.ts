@@ -1,18 +1,31 @@
 import { z } from "zod";
+import { parseClusterNodes, type RedisTarget } from "./redis.js";
 import { type HttpTimeouts, httpTimeoutsProblem } from "./serve.js";
+
+const postgresUrl = z.string().regex(/^postgres(ql)?:\/\//, "must be a postgresql:// URL");
 
 /** Building blocks for the apps' env schemas, with the defaults of docs/operations. */
 export const EnvFields = {
   NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
-  DATABASE_URL: z
-    .string()
-    .regex(/^postgres(ql)?:\/\//, "must be a postgresql:// URL")
-    .default("postgresql://postgres@127.0.0.1:5432/botdir"),
+  DATABASE_URL: postgresUrl.default("postgresql://postgres@127.0.0.1:5432/botdir"),
+  /**
+   * PostgreSQL itself, for what needs a session across transactions (migrations, the API's
+   * LISTEN, the retention job's advisory lock) when DATABASE_URL is a transaction-pooling
+   * PgBouncer. Default DATABASE_URL.
+   */
+  DATABASE_DIRECT_URL: postgresUrl.optional(),
+  /** Named prepared statements: auto (off when DATABASE_DIRECT_URL differs), on, off. */
+  DB_PREPARED_STATEMENTS: z.enum(["auto", "on", "off"]).default("auto"),
   REDIS_URL: z
     .string()
     .regex(/^rediss?:\/\//, "must be a redis:// or rediss:// URL")
     .default("redis://127.0.0.1:6379"),
+  /** `host:port,host:port,…`: every Redis connection is a Redis Cluster client (REDIS_URL unused). */
+  REDIS_CLUSTER_NODES: z
+    .string()
+    .refine((v) => parseClusterNodes(v) !== null, "must be host:port pairs separated by commas")
+    .optional(),
   DB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
   /**
    * How long a query waits for a pool connection (a new one, or a free one) before the request
@@ -46,6 +59,32 @@ export const EnvFields = {
       "must be comma-separated 32-byte keys, each 64 hex characters or base64",
     ),
 } as const;
+
+/** The Redis an app's connections go to: the Cluster of REDIS_CLUSTER_NODES, or REDIS_URL. */
+export function redisTargetOf(env: {
+  REDIS_URL: string;
+  REDIS_CLUSTER_NODES?: string | undefined;
+}): RedisTarget {
+  const nodes = env.REDIS_CLUSTER_NODES ? parseClusterNodes(env.REDIS_CLUSTER_NODES) : null;
+  return nodes ? { url: env.REDIS_URL, clusterNodes: nodes } : { url: env.REDIS_URL };
+}
+
+/** createDb's connection options (@botdir/db) from an env parsed with EnvFields. */
+export function databaseOf(env: {
+  DATABASE_URL: string;
+  DATABASE_DIRECT_URL?: string | undefined;
+  DB_PREPARED_STATEMENTS: "auto" | "on" | "off";
+  DB_POOL_MAX: number;
+  DB_CONNECT_TIMEOUT_MS: number;
+}) {
+  return {
+    url: env.DATABASE_URL,
+    directUrl: env.DATABASE_DIRECT_URL ?? env.DATABASE_URL,
+    preparedStatements: env.DB_PREPARED_STATEMENTS,
+    poolMax: env.DB_POOL_MAX,
+    connectionTimeoutMs: env.DB_CONNECT_TIMEOUT_MS,
+  };
+}
 
 /** The three listener timeouts of an env parsed with EnvFields' HTTP_*_TIMEOUT_MS fields. */
 export function httpTimeoutsOf(env: {
@@ -164,15 +203,3 @@ export function loadEnvOrExit<S extends z.ZodType>(
     throw error;
   }
 }
-
-/**
- * ioredis options of every connection that must fail at once while Redis is down rather than
- * queue commands and hang (queue producers, the API's limiter and caches, scrape-time reads): no
- * offline queue, one retry, a 2 s connect timeout. Never for a BullMQ worker connection, which
- * needs `maxRetriesPerRequest: null`.
- */
-export const FAIL_FAST_REDIS = {
-  enableOfflineQueue: false,
-  maxRetriesPerRequest: 1,
-  connectTimeout: 2_000,
-} as const;

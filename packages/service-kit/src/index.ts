@@ -4,14 +4,15 @@ export type { KeyRingEnv } from "./env.js";
 export {
   checkHttpTimeouts,
   checkKeyRing,
+  databaseOf,
   decodeEncryptionKey,
   EnvError,
   EnvFields,
-  FAIL_FAST_REDIS,
   httpTimeoutsOf,
   keyRing,
   loadEnvOrExit,
   parseEnv,
+  redisTargetOf,
 } from "./env.js";
 export type { HealthChecks, HealthReport } from "./health.js";
 export { runHealthChecks } from "./health.js";
@@ -57,6 +58,8 @@ export {
   SCRAPE_TIMEOUT_MS,
   UNMATCHED_ROUTE,
 } from "./metrics.js";
+export type { RedisClient, RedisRole, RedisTarget } from "./redis.js";
+export { createRedis, FAIL_FAST_REDIS, groupBySlot, isCluster, parseClusterNodes } from "./redis.js";
 export type { HttpTimeouts, ServeOptions, Service, ServiceState } from "./serve.js";
 export { createHttpServer, DEFAULT_HTTP_TIMEOUTS, httpTimeoutsProblem, serve } from "./serve.js";
 export { TimeoutError, withTimeout } from "./timeout.js";

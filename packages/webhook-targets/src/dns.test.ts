@@ -45,25 +45,29 @@ describe("createDnsResolver (c-ares, a local nameserver on loopback)", () => {
   });
 
   it("when a name does not exist, then the lookup fails as ENOTFOUND at once", async () => {
-    const resolve = createDnsResolver({ servers: [server.address], timeoutMs: 2_000 });
+    const resolve = createDnsResolver({ servers: [server.address], timeoutMs: 20_000 });
     const started = performance.now();
     const error = await failure(resolve("missing.test"));
     expect([error.code, error.reason]).toEqual(["EDNS", "ENOTFOUND"]);
-    expect(performance.now() - started).toBeLessThan(1_000);
+    // Milliseconds expected; "at once" means well before the 20 s deadline.
+    expect(performance.now() - started).toBeLessThan(10_000);
   });
 
   it("when the nameserver never answers, then the lookup fails as ETIMEOUT at the deadline, and other lookups answer meanwhile", async () => {
-    const resolve = createDnsResolver({ servers: [server.address], timeoutMs: 400 });
+    const deadlineMs = 3_000;
+    const resolve = createDnsResolver({ servers: [server.address], timeoutMs: deadlineMs });
     const started = performance.now();
     const stuck = Array.from({ length: 20 }, (_, i) => failure(resolve(`h${i}.blackhole.test`)));
-    // Twenty dropped queries hold no thread: a good name still answers at once.
+    // Twenty dropped queries hold no thread: a good name still answers at once (milliseconds; the
+    // bound is half the deadline the stuck ones wait for).
     expect(await resolve("v4only.test")).toEqual(["93.184.216.35"]);
-    expect(performance.now() - started).toBeLessThan(300);
+    expect(performance.now() - started).toBeLessThan(deadlineMs / 2);
     const errors = await Promise.all(stuck);
     const elapsed = performance.now() - started;
     expect(errors.every((e) => e.reason === "ETIMEOUT")).toBe(true);
-    expect(elapsed).toBeGreaterThanOrEqual(390);
-    expect(elapsed).toBeLessThan(1_500);
+    expect(elapsed).toBeGreaterThanOrEqual(deadlineMs - 10);
+    // At the deadline, not after c-ares' own retries (several times the deadline).
+    expect(elapsed).toBeLessThan(deadlineMs * 2);
   });
 
   it("when the host is an IP literal, then it is returned without a query", async () => {
@@ -97,7 +101,7 @@ describe("the deadline where names are checked", () => {
       "slow.example",
     );
     expect(result.error?.code).toBe("EDNS");
-    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(performance.now() - started).toBeLessThan(1_500); // ten times the 150 ms deadline
   });
 
   it("when an injected resolver never answers while a URL is saved, then the URL is accepted after the deadline (checked again at connect time)", async () => {
@@ -108,7 +112,7 @@ describe("the deadline where names are checked", () => {
       never,
     );
     expect(verdict.ok).toBe(true);
-    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(performance.now() - started).toBeLessThan(1_500); // ten times the 150 ms deadline
   });
 
   it("when a name resolves to loopback through the real resolver, then production rules refuse it", async () => {

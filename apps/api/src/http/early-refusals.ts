@@ -60,7 +60,11 @@ const ROUTES = new Map<string, { alias: EarlyRoute; withId: EarlyRoute }>([
     },
   ],
 ]);
-const COMMANDS: EarlyRoute = { endpoint: "commands", method: "PUT", label: COMMANDS_PATH, body: true };
+/** PUT, and POST (discordbotlist.com's spelling): one endpoint, one rate-limit window. */
+const COMMANDS: Record<string, EarlyRoute> = {
+  PUT: { endpoint: "commands", method: "PUT", label: COMMANDS_PATH, body: true },
+  POST: { endpoint: "commands", method: "POST", label: COMMANDS_PATH, body: true },
+};
 
 /** The route and path id of a canonical URL, or null (then Express decides). */
 export function earlyRouteOf(
@@ -78,7 +82,7 @@ export function earlyRouteOf(
   const id = rest.slice(0, slash);
   const last = rest.slice(slash + 1);
   if (id.length === 0 || id.includes("%")) return null;
-  const route = last === "commands" ? COMMANDS : ROUTES.get(last)?.withId;
+  const route = last === "commands" ? COMMANDS[method ?? ""] : ROUTES.get(last)?.withId;
   return route !== undefined && route.method === method ? { route, pathId: id } : null;
 }
 

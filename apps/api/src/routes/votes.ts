@@ -2,25 +2,94 @@
  * GET /api/v1/bots/{id}/votes?limit=, and GET /api/v1/bots/votes (top.gg-style clients without an
  * id): the newest votes from the append-only log, {user_id, voted_at} only. `limit` is clamped to
  * 1..100 and anything that is not a number means the default, 50; it is never a 400.
+ *
+ * With `since` and/or `cursor` (catching up after downtime): the votes at or after `since` and
+ * after the cursor's position (both apply when both are given), OLDEST first, with `nextCursor`
+ * while more follow. Only votes older than VOTE_CURSOR_SETTLE_MS are listed this way, so that a
+ * vote committed late can never fall behind a cursor. Same rate limit as the plain list; a bad
+ * `since` or cursor, or another bot's cursor, is a 400 after 401/404/429.
  */
-import { clampLimit, type VotesResponse } from "@botdir/schema";
+import {
+  ApiError,
+  clampLimit,
+  parseOrThrow,
+  VOTE_CURSOR_SETTLE_MS,
+  type VotesPage,
+  VotesPageQuery,
+  type VotesResponse,
+} from "@botdir/schema";
 import { sendJson } from "@botdir/service-kit";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
 import { admit, answeringRefusals, countConfirmed, limitFirst } from "../http/access.js";
 import { allowOnly } from "../http/methods.js";
 import { requireTokenHash } from "../services/auth.js";
-import { listVotes } from "../services/bots.js";
+import { listVotes, listVotesSince, type VoteLogRange } from "../services/bots.js";
+import {
+  decodeVoteCursor,
+  encodeVoteCursor,
+  requireOwnCursor,
+  type VoteCursor,
+} from "../services/vote-cursor.js";
 
 export const VOTES_PATH = "/api/v1/bots/:id/votes";
 export const VOTES_ALIAS_PATH = "/api/v1/bots/votes";
 
+interface PageRequest {
+  cursor: VoteCursor | null;
+  range: Omit<VoteLogRange, "until">;
+}
+
+/** The paging parameters, or the 400 naming the first problem. */
+function readPageRequest(query: unknown): PageRequest {
+  const parsed = parseOrThrow(VotesPageQuery, query, "The query");
+  const cursor = parsed.cursor === undefined ? null : decodeVoteCursor(parsed.cursor);
+  return {
+    cursor,
+    range: {
+      since: parsed.since === undefined ? null : new Date(parsed.since),
+      after: cursor === null ? null : { votedAtMs: cursor.votedAtMs, id: cursor.id },
+      limit: parsed.limit,
+    },
+  };
+}
+
 export function registerVotes(router: Router, ctx: ApiContext): void {
+  const paged = async (
+    req: Request<{ id?: string }>,
+    res: Response,
+    tokenHash: string,
+    first: Awaited<ReturnType<typeof limitFirst>>,
+  ) => {
+    let request: PageRequest;
+    try {
+      request = readPageRequest(req.query);
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      // The 400 comes after 401, 404 and 429: the token is still looked up and counted.
+      const botId = await ctx.authenticate(tokenHash);
+      const rate = await countConfirmed(ctx, "votes", tokenHash, first, botId);
+      admit(res, { tokenBotId: botId, pathId: req.params.id, rate });
+      throw error;
+    }
+    const until = new Date(ctx.clock.now().getTime() - VOTE_CURSOR_SETTLE_MS);
+    const page = await listVotesSince(ctx.db, tokenHash, { ...request.range, until });
+    const rate = await countConfirmed(ctx, "votes", tokenHash, first, page?.botId ?? null);
+    const botId = admit(res, { tokenBotId: page?.botId ?? null, pathId: req.params.id, rate });
+    requireOwnCursor(request.cursor, botId);
+    const body: VotesPage = { votes: page?.votes ?? [] };
+    if (page?.next) body.nextCursor = encodeVoteCursor({ botId, ...page.next });
+    sendJson(res, body);
+  };
+
   const handler = answeringRefusals(async (req: Request<{ id?: string }>, res: Response) => {
     const tokenHash = requireTokenHash(req);
-    const limit = clampLimit(req.query.limit);
     // Limited: refused after authentication alone; unknown token: no window opened in Redis.
     const first = await limitFirst(ctx, res, "votes", tokenHash, req.params.id);
+    if (req.query.since !== undefined || req.query.cursor !== undefined) {
+      return paged(req, res, tokenHash, first);
+    }
+    const limit = clampLimit(req.query.limit);
     const page = await listVotes(ctx.db, tokenHash, limit);
     const rate = await countConfirmed(ctx, "votes", tokenHash, first, page?.botId ?? null);
     admit(res, { tokenBotId: page?.botId ?? null, pathId: req.params.id, rate });

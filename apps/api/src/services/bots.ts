@@ -94,6 +94,80 @@ export async function listVotes(db: Db, tokenHash: string, limit: number): Promi
   return { botId: first.id, votes };
 }
 
+export interface VoteLogRange {
+  /** Votes at or after this instant (null: from the start of the log). */
+  since: Date | null;
+  /** Votes after this position in (voted_at, id) order (null: from `since`). */
+  after: { votedAtMs: number; id: string } | null;
+  /** Votes at or before this instant only (the settle horizon). */
+  until: Date;
+  limit: number;
+}
+
+export interface VoteLogSlice extends VoteLogPage {
+  /** The position of the page's last vote when more votes follow it, else null. */
+  next: { votedAtMs: number; id: string } | null;
+}
+
+/**
+ * The token's bot and the oldest `limit` votes of its log in `range`, oldest first, in one query.
+ * A keyset read: the log's index on (bot_id, voted_at DESC, id DESC) INCLUDE (user_id), scanned
+ * backward from the range's start, so a page costs `limit` index entries whatever the size of the
+ * log or the position in it (an index-only scan; the scale benchmark measures it at 10 M votes).
+ * One row more than the page is read to tell whether another page follows.
+ */
+export async function listVotesSince(
+  db: Db,
+  tokenHash: string,
+  range: VoteLogRange,
+): Promise<VoteLogSlice | null> {
+  const { rows } = await db.pool.query<{
+    id: string;
+    vote_id: string | null;
+    user_id: string | null;
+    voted_at: string | null;
+  }>({
+    name: "api.votes-since",
+    text: `SELECT b.id, v.vote_id, v.user_id,
+            to_char(v.voted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS voted_at
+       FROM bots b
+       LEFT JOIN LATERAL (
+         SELECT l.id AS vote_id, l.user_id, l.voted_at
+           FROM vote_log l
+          WHERE l.bot_id = b.id
+            AND l.voted_at >= $2::timestamptz
+            AND (l.voted_at, l.id) > ($3::timestamptz, $4::bigint)
+            AND l.voted_at <= $5::timestamptz
+          ORDER BY l.voted_at, l.id
+          LIMIT $6
+       ) v ON true
+      WHERE b.token_hash = $1 AND b.status = 'approved'
+      ORDER BY v.voted_at, v.vote_id`,
+    values: [
+      tokenHash,
+      range.since === null ? "-infinity" : range.since.toISOString(),
+      range.after === null ? "-infinity" : new Date(range.after.votedAtMs).toISOString(),
+      range.after === null ? "0" : range.after.id,
+      range.until.toISOString(),
+      range.limit + 1,
+    ],
+  });
+  const first = rows[0];
+  if (!first) return null;
+  const found = rows.flatMap((row) =>
+    row.vote_id !== null && row.user_id !== null && row.voted_at !== null
+      ? [{ id: row.vote_id, user_id: row.user_id, voted_at: row.voted_at }]
+      : [],
+  );
+  const page = found.slice(0, range.limit);
+  const last = page.at(-1);
+  const next =
+    found.length > range.limit && last !== undefined
+      ? { votedAtMs: Date.parse(last.voted_at), id: last.id }
+      : null;
+  return { botId: first.id, votes: page.map(({ user_id, voted_at }) => ({ user_id, voted_at })), next };
+}
+
 export interface WriteResult {
   botId: string;
   /** Whether the stored value differs from the one before (drives page-cache invalidation). */

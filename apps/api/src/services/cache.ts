@@ -5,9 +5,8 @@
  */
 
 import { createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
-import type { Clock, Logger } from "@botdir/service-kit";
-import { describeError, systemClock, withTimeout } from "@botdir/service-kit";
-import type { Redis } from "ioredis";
+import type { Clock, Logger, RedisClient } from "@botdir/service-kit";
+import { describeError, groupBySlot, systemClock, withTimeout } from "@botdir/service-kit";
 import type { WidgetCounts } from "./bots.js";
 import { createLocalCache, createSingleFlight } from "./single-flight.js";
 
@@ -34,7 +33,7 @@ export interface Caches {
 type RedisRead = { state: "hit"; counts: WidgetCounts } | { state: "miss" } | { state: "down" };
 
 export function createCaches(options: {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   logger: Logger;
   clock?: Clock;
@@ -48,12 +47,18 @@ export function createCaches(options: {
   });
   const fills = createSingleFlight<WidgetCounts | null>();
   const pageKey = (botId: string) => `${prefix}page:bot:${botId}`;
-  // The invalidations of one event-loop turn share one DEL (createBatcher, @botdir/schema).
+  // The invalidations of one event-loop turn share one DEL (createBatcher, @botdir/batcher).
   const deletePages = createBatcher<string, undefined>({
     ...DEFAULT_BATCH_LIMITS,
     isolateFailures: false,
+    // One DEL per hash slot on a Redis Cluster (a multi-key command must stay in one slot).
     run: async (keys) => {
-      await withTimeout(redis.del(...keys), CACHE_TIMEOUT_MS);
+      await withTimeout(
+        Promise.all(
+          groupBySlot(redis, keys).map((group) => redis.del(...group.map((i) => keys[i] as string))),
+        ),
+        CACHE_TIMEOUT_MS,
+      );
       return keys.map(() => undefined);
     },
   });

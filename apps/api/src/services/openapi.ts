@@ -7,6 +7,7 @@ import {
   BotId,
   COMMAND_LIMITS,
   CommandsBody,
+  CommandsPostBody,
   CommandsResponse,
   componentSchemas,
   DELIVERY_MESSAGES,
@@ -22,9 +23,11 @@ import {
   StatsBody,
   StatsResponse,
   UserId,
+  VOTE_CURSOR_MAX_LENGTH,
+  VOTE_CURSOR_SETTLE_MS,
   VOTES_LIMIT,
   VoteCheckResult,
-  VotesResponse,
+  VotesPage,
 } from "@botdir/schema";
 import { DEFAULT_LIMITS, type LimitedEndpoint, WINDOW_SECONDS } from "./ratelimit.js";
 
@@ -125,6 +128,23 @@ const limitParam = {
   },
 };
 
+const sinceParam = {
+  name: "since",
+  in: "query",
+  required: false,
+  description:
+    "Catching up: the votes at or after this instant, OLDEST first, paged with `nextCursor`. An ISO 8601 date-time with a time zone (`Z` or an offset).",
+  schema: { type: "string", format: "date-time" },
+  example: "2026-11-21T12:00:00.000Z",
+};
+const cursorParam = {
+  name: "cursor",
+  in: "query",
+  required: false,
+  description: `The \`nextCursor\` of the previous page (opaque, bound to the bot; another bot's cursor is a 400). With \`since\` too, both apply.`,
+  schema: { type: "string", maxLength: VOTE_CURSOR_MAX_LENGTH },
+};
+
 const deliveryIdParam = {
   name: "deliveryId",
   in: "path",
@@ -143,6 +163,16 @@ function buildPaths(): JsonObject {
     endpoint: "commands",
     withId: true,
     body: "CommandsBody",
+    response: "CommandsResponse",
+    errors: [400, 401, 404, 413, 429, 500],
+  });
+  const commandsAlias = operation({
+    summary: "Replace the command list (discordbotlist.com client spelling)",
+    description:
+      "The same as `PUT` (canonical): same limits, same answers, and the same rate-limit window, shared with `PUT`. The body is the platform's command array itself (as discordbotlist.com's client `postBotCommands` sends it) or `{commands: [...]}`.",
+    endpoint: "commands",
+    withId: true,
+    body: "CommandsPostBody",
     response: "CommandsResponse",
     errors: [400, 401, 404, 413, 429, 500],
   });
@@ -173,12 +203,17 @@ function buildPaths(): JsonObject {
   const votes = (withId: boolean) =>
     operation({
       summary: withId ? "List votes" : "List votes (bot from the token)",
-      description: withId ? "Newest first, from the append-only vote log." : ALIAS_NOTE,
+      description: withId
+        ? `Without \`since\` and \`cursor\`: the newest \`limit\` votes, newest first, from the append-only vote log, and no \`nextCursor\`.\n\nWith \`since\` and/or \`cursor\` (catching up after downtime): the votes at or after \`since\` and after the cursor's vote (both apply when both are given), OLDEST first, \`limit\` per page (clamped ${VOTES_LIMIT.min}..${VOTES_LIMIT.max}, default ${VOTES_LIMIT.default}), with \`nextCursor\` while more follow (absent on the last page). A vote is listed this way once it is ${VOTE_CURSOR_SETTLE_MS / 1000} seconds old (late commits never fall behind a cursor); to poll later, pass the last \`voted_at\` received as \`since\` and skip the vote repeated at that instant. Each page is a keyset read of the log's index: its cost does not grow with the log.`
+        : ALIAS_NOTE,
       endpoint: "votes",
       withId,
-      parameters: [limitParam],
-      response: "VotesResponse",
-      errors: [401, 404, 429],
+      parameters: [limitParam, sinceParam, cursorParam],
+      response: "VotesPage",
+      errors: [400, 401, 404, 429],
+      errorNotes: {
+        400: "Only with `since` or `cursor`: `since` is not an ISO 8601 date-time with a time zone, the cursor is malformed, or it is another bot's.",
+      },
     });
   const deliveries = operation({
     summary: "List webhook delivery attempts",
@@ -205,7 +240,7 @@ function buildPaths(): JsonObject {
     },
   });
   return {
-    "/api/v1/bots/{id}/commands": { put: commands },
+    "/api/v1/bots/{id}/commands": { put: commands, post: commandsAlias },
     "/api/v1/bots/{id}/webhook/deliveries": { get: deliveries },
     "/api/v1/bots/{id}/webhook/deliveries/{deliveryId}/redeliver": { post: redeliver },
     "/api/v1/bots/{id}/stats": { post: stats(true) },
@@ -274,11 +309,12 @@ export function buildOpenApi(): JsonObject {
       },
       schemas: componentSchemas({
         CommandsBody: [CommandsBody, "input"],
+        CommandsPostBody: [CommandsPostBody, "input"],
         CommandsResponse: [CommandsResponse, "output"],
         StatsBody: [StatsBody, "input"],
         StatsResponse: [StatsResponse, "output"],
         VoteCheckResult: [VoteCheckResult, "output"],
-        VotesResponse: [VotesResponse, "output"],
+        VotesPage: [VotesPage, "output"],
         DeliveryAttemptsResponse: [DeliveryAttemptsResponse, "output"],
         RedeliverResponse: [RedeliverResponse, "output"],
         Error: [ErrorBody, "output"],

@@ -3,7 +3,8 @@
  * first request (key `${prefix}rl:${endpoint}:${tokenHash}`, the count of requests, expiring with
  * the window). The requests of one event-loop turn share one Redis round trip: their keys go to one
  * Lua call (createBatcher, @botdir/batcher) that increments each and returns its count and remaining
- * milliseconds. When Redis is down or slower than `timeoutMs`, the limiter fails open: the request
+ * milliseconds — one call per hash slot on a Redis Cluster. Every API replica counts in the same
+ * keys, so a token's limit holds across replicas. When Redis is down or slower than `timeoutMs`, the limiter fails open: the request
  * goes through (and is still authenticated by the caller), and the event is logged without any key
  * or token.
  *
@@ -15,9 +16,8 @@
 import type { ServerResponse } from "node:http";
 import { type BatchLimits, createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
 import { ApiError, MESSAGES } from "@botdir/schema";
-import type { Clock, Logger } from "@botdir/service-kit";
-import { describeError, TimeoutError, withTimeout } from "@botdir/service-kit";
-import type { Redis } from "ioredis";
+import type { Clock, Logger, RedisClient } from "@botdir/service-kit";
+import { describeError, groupBySlot, TimeoutError, withTimeout } from "@botdir/service-kit";
 
 export const LIMITED_ENDPOINTS = ["stats", "commands", "check", "votes", "deliveries", "redeliver"] as const;
 export type LimitedEndpoint = (typeof LIMITED_ENDPOINTS)[number];
@@ -107,7 +107,7 @@ export interface RateLimiter {
 }
 
 export interface RateLimiterOptions {
-  redis: Redis;
+  redis: RedisClient;
   /** Key prefix, e.g. "botdir:"; limiter keys are `${prefix}rl:${endpoint}:${tokenHash}`. */
   prefix: string;
   limits?: Partial<RateLimits>;
@@ -125,21 +125,35 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
     // EVALSHA, with ioredis falling back to EVAL once after a Redis restart (NOSCRIPT).
     options.redis.defineCommand("botdirConsumeWindows", { lua: CONSUME_SCRIPT });
   }
-  const redis = options.redis as Redis & LimiterCommands;
+  const redis = options.redis as RedisClient & LimiterCommands;
   const consumeWindows = createBatcher<{ key: string; open: boolean }, { count: number; ttlMs: number }>({
     ...(options.batching ?? DEFAULT_BATCH_LIMITS),
     isolateFailures: false,
+    // One Lua call per batch on a single Redis; on a Cluster one per hash slot of the batch's
+    // keys (a script's keys must share a slot), sent together under the same deadline.
     run: async (inputs) => {
-      const flat = await withTimeout(
-        redis.botdirConsumeWindows(
-          inputs.length,
-          ...inputs.map((x) => x.key),
-          WINDOW_SECONDS * 1000,
-          ...inputs.map((x) => (x.open ? "1" : "0")),
+      const results = new Array<{ count: number; ttlMs: number }>(inputs.length);
+      const groups = groupBySlot(
+        redis,
+        inputs.map((x) => x.key),
+      );
+      await withTimeout(
+        Promise.all(
+          groups.map(async (group) => {
+            const flat = await redis.botdirConsumeWindows(
+              group.length,
+              ...group.map((i) => (inputs[i] as { key: string }).key),
+              WINDOW_SECONDS * 1000,
+              ...group.map((i) => (inputs[i]?.open ? "1" : "0")),
+            );
+            group.forEach((inputIndex, j) => {
+              results[inputIndex] = { count: Number(flat[2 * j]), ttlMs: Number(flat[2 * j + 1]) };
+            });
+          }),
         ),
         timeoutMs,
       );
-      return inputs.map((_, i) => ({ count: Number(flat[2 * i]), ttlMs: Number(flat[2 * i + 1]) }));
+      return results;
     },
   });
   const lastLogged = new Map<LimitedEndpoint, { at: number; suppressed: number }>();

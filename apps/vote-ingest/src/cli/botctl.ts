@@ -27,7 +27,7 @@ const COMMANDS: [string, string][] = [
   ],
   ["webhook test <id>", "send one signed webhook.test request now; prints its outcome"],
   ["webhook redeliver <id> <deliveryId>", "five fresh attempts of a delivery, same id and body"],
-  ["webhook enable <id>", "re-enable a webhook disabled as dead"],
+  ["webhook enable <id>", "re-enable a webhook disabled as dead or gone (410)"],
   ["secrets reencrypt", "re-encrypt stored webhook secrets under the current key"],
   ["vote cast <botId> <userId>", "cast a vote as the site does"],
 ];
@@ -94,6 +94,7 @@ function commands(db: Db, env: CliEnv, progress: (line: string) => void): Record
         {
           db,
           redisUrl: env.REDIS_URL,
+          redisClusterNodes: env.REDIS_CLUSTER_NODES,
           secretBox,
           queuePrefix: env.QUEUE_PREFIX,
         },
@@ -108,7 +109,12 @@ function commands(db: Db, env: CliEnv, progress: (line: string) => void): Record
       const botId = botIdArg(args[0]);
       if (args[1] === undefined) throw new UsageError(`Missing user id. Usage: ${USAGE}`);
       return castVoteFromCli(
-        { db, redisUrl: env.REDIS_URL, queuePrefix: env.QUEUE_PREFIX },
+        {
+          db,
+          redisUrl: env.REDIS_URL,
+          redisClusterNodes: env.REDIS_CLUSTER_NODES,
+          queuePrefix: env.QUEUE_PREFIX,
+        },
         botId,
         parseOrThrow(UserId, args[1], "The user id"),
       );
@@ -149,7 +155,12 @@ export async function runBotctl(
   let db: Db | undefined;
   try {
     const env = loadCliEnv(source);
-    db = createDb({ url: env.DATABASE_URL, poolMax: 2 });
+    db = createDb({
+      url: env.DATABASE_URL,
+      directUrl: env.DATABASE_DIRECT_URL ?? env.DATABASE_URL,
+      preparedStatements: env.DB_PREPARED_STATEMENTS,
+      poolMax: 2,
+    });
     const table = commands(db, env, progress);
     const key = words.slice(0, 2).join(" ");
     const handler = table[key];

@@ -5,22 +5,28 @@
  */
 import type { Db } from "@botdir/db";
 import { DEFAULT_QUEUE_PREFIX } from "@botdir/schema";
-import { FAIL_FAST_REDIS, type Logger } from "@botdir/service-kit";
-import { Redis } from "ioredis";
+import { createRedis, type Logger, redisTargetOf } from "@botdir/service-kit";
 import { createDeliveryQueue, type DeliveryQueue } from "../outbox/queue.js";
+
+/** Where a one-shot command's queue lives: REDIS_URL, or the Cluster of REDIS_CLUSTER_NODES. */
+export interface CliQueueDeps {
+  db: Db;
+  redisUrl: string;
+  redisClusterNodes?: string | undefined;
+  queuePrefix?: string | undefined;
+}
 
 export const quiet: Logger = { info() {}, warn() {}, error() {} };
 
 export async function withCliQueue<T>(
-  deps: { db: Db; redisUrl: string; queuePrefix?: string | undefined; logger?: Logger | undefined },
+  deps: CliQueueDeps & { logger?: Logger | undefined },
   run: (queue: DeliveryQueue) => Promise<T>,
 ): Promise<T> {
-  const redis = new Redis(deps.redisUrl, {
-    ...FAIL_FAST_REDIS,
-    lazyConnect: true,
-    retryStrategy: () => null,
-  });
-  redis.on("error", () => {});
+  const redis = createRedis(
+    redisTargetOf({ REDIS_URL: deps.redisUrl, REDIS_CLUSTER_NODES: deps.redisClusterNodes }),
+    "fail-fast",
+    { lazyConnect: true, retryStrategy: () => null },
+  );
   await redis.connect().catch(() => {});
   const queue = createDeliveryQueue({
     db: deps.db,

@@ -11,6 +11,8 @@ import { withCliQueue } from "./cli-queue.js";
 export interface RedeliverCliDeps {
   db: Db;
   redisUrl: string;
+  /** REDIS_CLUSTER_NODES: the queue is on a Redis Cluster. */
+  redisClusterNodes?: string | undefined;
   secretBox: SecretBox | null;
   /** BullMQ key prefix; DEFAULT_QUEUE_PREFIX outside tests. */
   queuePrefix?: string;

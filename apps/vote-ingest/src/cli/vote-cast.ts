@@ -10,6 +10,8 @@ import { quiet, withCliQueue } from "./cli-queue.js";
 export interface VoteCastCliDeps {
   db: Db;
   redisUrl: string;
+  /** REDIS_CLUSTER_NODES: the queue is on a Redis Cluster. */
+  redisClusterNodes?: string | undefined;
   /** BullMQ key prefix; DEFAULT_QUEUE_PREFIX outside tests. */
   queuePrefix?: string;
   clock?: Clock;

@@ -5,9 +5,8 @@
  */
 import type { Db } from "@botdir/db";
 import { type DeliveryHandOff, deliveryJobData, deliveryJobOptions, QUEUES } from "@botdir/schema";
-import { describeError, type Logger, withTimeout } from "@botdir/service-kit";
+import { describeError, type Logger, type RedisClient, withTimeout } from "@botdir/service-kit";
 import { Queue } from "bullmq";
-import type { Redis } from "ioredis";
 
 export interface DeliveryQueueOptions {
   db: Db;
@@ -15,7 +14,7 @@ export interface DeliveryQueueOptions {
    * A connection owned by the caller, created fail-fast: `enableOfflineQueue: false` and a small
    * `maxRetriesPerRequest`, so an add fails immediately while Redis is down instead of queueing.
    */
-  redis: Redis;
+  redis: RedisClient;
   /** BullMQ key prefix: DEFAULT_QUEUE_PREFIX in production, testRedisPrefix()-based in tests. */
   prefix: string;
   logger: Logger;

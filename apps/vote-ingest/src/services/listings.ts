@@ -260,7 +260,7 @@ export function createListings(deps: ListingsDeps) {
       return { id, secret };
     },
 
-    /** Re-enables a webhook disabled as dead; an active one stays active. */
+    /** Re-enables a webhook disabled as dead or gone (410); an active one stays active. */
     async enableWebhook(id: string): Promise<{ id: string; state: WebhookState }> {
       const bot = await prisma.bot.findUnique({ where: { id }, select: { webhookUrl: true } });
       if (!bot) throw notFound();

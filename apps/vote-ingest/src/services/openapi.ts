@@ -270,7 +270,7 @@ function buildPaths(): JsonObject {
       post: keyed({
         summary: "Re-enable a disabled webhook",
         description:
-          "Re-enables a webhook the dispatcher disabled as dead (every attempt failed for WEBHOOK_DISABLE_AFTER_MS across WEBHOOK_DISABLE_MIN_DELIVERIES deliveries); an active webhook stays active. Failures before now no longer count.",
+          "Re-enables a webhook the dispatcher disabled: as dead (every attempt failed for WEBHOOK_DISABLE_AFTER_MS across WEBHOOK_DISABLE_MIN_DELIVERIES deliveries) or gone (its receiver answered 410 Gone); an active webhook stays active. Failures before now no longer count.",
         withId: true,
         success: [200, ok("The webhook is active.", "WebhookEnabledResponse")],
         errors: bodilessBotErrors({ 409: "`The bot has no webhook URL configured.`" }),

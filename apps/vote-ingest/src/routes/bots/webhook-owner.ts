@@ -5,7 +5,7 @@ import { botIdParam } from "./params.js";
 /**
  * POST /internal/v1/bots/:id/webhook/secret rotates the secret (shown once; the previous one signs
  * beside it for the overlap), …/webhook/test sends one signed `webhook.test` request now and answers
- * with its outcome, …/webhook/enable re-enables a webhook disabled as dead.
+ * with its outcome, …/webhook/enable re-enables a webhook disabled as dead or gone (410).
  */
 export function registerWebhookOwner(router: Router, listings: Listings): void {
   router.post("/:id/webhook/secret", async (req, res) => {

@@ -1,0 +1,98 @@
+/**
+ * discordbotlist.com's own npm client (`discordbotlist`), unmodified, against a live API process:
+ * only its base URL is changed. The package builds every URL from the `BASE_URL` export of
+ * `api/endpoints.js` (`route()` reads `exports.BASE_URL` on each call), so assigning that export is
+ * how an owner points it at this directory. `postBotCommands` POSTs the platform's command array
+ * bare to `/bots/{id}/commands`; its stats post sends `guilds` with the bare token.
+ */
+import { createRequire } from "node:module";
+import {
+  createTestDatabase,
+  type PrivateRedis,
+  seedBot,
+  startRedisServer,
+  type TestDatabase,
+} from "@botdir/db/testing";
+import { type AppProcess, freshKeys, startApp, stopAll } from "../src/processes.js";
+import { appEnv } from "../src/stack.js";
+
+type Dbl = typeof import("discordbotlist");
+const require = createRequire(import.meta.url);
+const dbl = require("discordbotlist") as Dbl;
+const endpoints = require("discordbotlist/api/endpoints") as { BASE_URL: string };
+
+const keys = freshKeys();
+let t: TestDatabase;
+let redis: PrivateRedis;
+let api: AppProcess;
+
+beforeAll(async () => {
+  [t, redis] = await Promise.all([createTestDatabase(), startRedisServer()]);
+  api = await startApp("api", appEnv({ databaseUrl: t.url, redisUrl: redis.url, keys }));
+  endpoints.BASE_URL = `${api.base}/api/v1`;
+}, 60_000);
+
+afterAll(async () => {
+  await stopAll();
+  await redis?.kill();
+  await t?.drop();
+});
+
+/** What a bot built on discord.js registers with the platform (and so hands to the client). */
+const COMMANDS = [
+  { name: "ping", description: "Replies with pong", type: 1 },
+  {
+    name: "rank",
+    description: "Shows a member's rank",
+    type: 1,
+    options: [{ type: 6, name: "member", description: "Whose rank", required: false }],
+  },
+  { name: "Report message", type: 3 },
+];
+
+const storedBot = (id: string) => t.db.prisma.bot.findUniqueOrThrow({ where: { id } });
+
+describe("the discordbotlist npm client with its base URL changed", () => {
+  it("points every request at the live API process", () => {
+    expect(dbl.route("/bots/1/commands")).toBe(`${api.base}/api/v1/bots/1/commands`);
+  });
+
+  it("when postBotCommands is called, then the bare array is stored as the command list", async () => {
+    const bot = await seedBot(t.db);
+    await expect(dbl.postBotCommands(bot.token!, bot.id, COMMANDS)).resolves.toBeUndefined();
+    expect((await storedBot(bot.id)).commands).toEqual(COMMANDS);
+  });
+
+  it("when the client object posts commands and stats, then both are stored", async () => {
+    const bot = await seedBot(t.db);
+    const adapter = { botId: bot.id, getBotStats: async () => ({ guilds: 1234, users: 56_789 }) };
+    const client = new dbl.DBLClient(
+      bot.token!,
+      adapter as unknown as ConstructorParameters<Dbl["DBLClient"]>[1],
+    );
+    await client.postBotCommands(COMMANDS.slice(0, 1));
+    await client.postBotStats();
+    const row = await storedBot(bot.id);
+    expect(row.commands).toEqual(COMMANDS.slice(0, 1));
+    expect(Number(row.serverCount)).toBe(1234);
+  });
+
+  it("when postBotStats sends guilds with a shard id, then the count is stored", async () => {
+    const bot = await seedBot(t.db);
+    await dbl.postBotStats(bot.token!, bot.id, { guilds: 77, shard_id: 0, users: 1000 });
+    expect(Number((await storedBot(bot.id)).serverCount)).toBe(77);
+  });
+
+  it("when the token is wrong, then postBotCommands rejects with the package's DBLError carrying our 401", async () => {
+    const bot = await seedBot(t.db);
+    const error = await dbl.postBotCommands("not-a-token", bot.id, COMMANDS).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(dbl.DBLError);
+    const { context } = error as InstanceType<Dbl["DBLError"]>;
+    const response = (context as { response?: Response } | undefined)?.response;
+    expect(response?.status).toBe(401);
+    expect((await storedBot(bot.id)).commands).toEqual([]);
+  });
+});
