@@ -5,16 +5,15 @@
  * (scenario.ts), prints one summary line and exits 1 with every broken promise listed.
  *
  * Options: `--no-build` (dist/ is current), `--simple` (PostgreSQL directly and one Redis: the
- * single-instance setup, same scenario), `--load-seconds=N`. Environment: DATABASE_URL (the PostgreSQL server; default
- * the local one), TOPOLOGY_PORT_BASE (default 17000: ports base..base+2 and base+100..base+102 for
- * the cluster, base+3 for the single Redis, base+10 for PgBouncer, base+20 on for the apps).
+ * single-instance setup, same scenario), `--load-seconds=N`. DATABASE_URL names the PostgreSQL
+ * server (default the local one). Everything listens on free loopback ports. A missing
+ * `pgbouncer`, `redis-server` or `redis-cli` fails the suite with one line saying how to install it.
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { REPO_ROOT } from "../processes.js";
-import { findBinaries, MissingBinaryError } from "./binaries.js";
 import { runScenario, type ScenarioOptions, summary, violations } from "./scenario.js";
 import { startTopology, type Topology } from "./topology.js";
 
@@ -41,16 +40,9 @@ const SCENARIO: ScenarioOptions = {
   log,
 };
 
-async function main(): Promise<number> {
-  let binaries: ReturnType<typeof findBinaries>;
-  try {
-    binaries = findBinaries();
-  } catch (error) {
-    if (!(error instanceof MissingBinaryError)) throw error;
-    process.stdout.write(`topology: FAILED: ${error.message}\n`);
-    return 1;
-  }
+class SetupError extends Error {}
 
+async function main(): Promise<number> {
   if (!args.has("--no-build")) {
     log("building the apps (turbo run build)");
     const built = spawnSync("pnpm", ["exec", "turbo", "run", "build", "--output-logs=errors-only"], {
@@ -70,10 +62,11 @@ async function main(): Promise<number> {
   try {
     topology = await startTopology({
       distributed,
-      portBase: Number(process.env.TOPOLOGY_PORT_BASE || 17000),
       serverUrl: process.env.DATABASE_URL || "postgresql://postgres@127.0.0.1:5432/postgres",
-      binaries,
       log,
+    }).catch((error: Error) => {
+      // A missing binary or a store that does not start: its one line, no stack.
+      throw new SetupError(error.message);
     });
     const figures = await runScenario(topology, SCENARIO);
     problems = violations(figures, SCENARIO);
@@ -81,6 +74,10 @@ async function main(): Promise<number> {
     if (total > 300) problems.push(`the suite took ${total.toFixed(0)} s, more than 5 minutes`);
     line = `${summary(figures, total)} (${distributed ? "PgBouncer + Redis Cluster" : "PostgreSQL + one Redis"})`;
   } catch (error) {
+    if (error instanceof SetupError) {
+      process.stdout.write(`topology: FAILED: ${error.message}\n`);
+      return 1;
+    }
     problems.push(`the suite could not run: ${(error as Error).stack ?? error}`);
   } finally {
     if (topology && problems.length > 0) {

@@ -9,34 +9,96 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { withDatabase } from "@botdir/db/testing";
+import { createDb } from "@botdir/db";
+import {
+  type PrivatePgBouncer,
+  startPgBouncer,
+  startRedisCluster,
+  startRedisServer,
+  withDatabase,
+} from "@botdir/db/testing";
 import { type AppName, type AppProcess, freshKeys, REPO_ROOT, startApp } from "../processes.js";
 import { type Receiver, startReceiver } from "../receivers.js";
 import { appEnv } from "../stack.js";
-import type { Binaries } from "./binaries.js";
-import { type PgBouncer, startPgBouncer } from "./pgbouncer.js";
-import { type RedisTopology, startRedisCluster, startSingleRedis } from "./redis-cluster.js";
 
 const run = promisify(execFile);
+
+/** The Redis the apps use: a Cluster's masters, or one server (ports[0]). */
+export interface RedisTopology {
+  ports: number[];
+  /** REDIS_CLUSTER_NODES (cluster) or REDIS_URL (one server). */
+  env: Record<string, string>;
+  /** Port of the master that serves `key`'s slot. */
+  masterOf(key: string): Promise<number>;
+  /** SIGKILL of the server on `port`. */
+  kill(port: number): Promise<void>;
+  /** Starts it again (empty; a master with its cluster config) and waits until it serves. */
+  restart(port: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+async function cli(port: number, ...args: string[]): Promise<string> {
+  return (await run("redis-cli", ["-h", "127.0.0.1", "-p", String(port), ...args], { timeout: 10_000 }))
+    .stdout;
+}
+
+async function clusterTopology(): Promise<RedisTopology> {
+  const cluster = await startRedisCluster({ masters: 3 });
+  const indexOf = (port: number) => cluster.ports.indexOf(port);
+  return {
+    ports: cluster.ports,
+    env: { REDIS_CLUSTER_NODES: cluster.nodes },
+    async masterOf(key) {
+      const first = cluster.ports[0] as number;
+      const slot = Number((await cli(first, "cluster", "keyslot", key)).trim());
+      for (const line of (await cli(first, "cluster", "nodes")).split("\n")) {
+        // <id> <ip:port@cport> <flags> <master> <ping> <pong> <epoch> <link> <slot ranges…>
+        const fields = line.trim().split(" ");
+        if (!fields[2]?.includes("master")) continue;
+        for (const range of fields.slice(8)) {
+          const [from, to = from] = range.split("-").map(Number);
+          if (from !== undefined && to !== undefined && slot >= from && slot <= to)
+            return Number(/:(\d+)@/.exec(fields[1] ?? "")?.[1]);
+        }
+      }
+      throw new Error(`no master serves slot ${slot} of ${key}`);
+    },
+    kill: (port) => cluster.kill(indexOf(port)),
+    async restart(port) {
+      await cluster.restart(indexOf(port));
+      await cluster.waitHealthy(30_000);
+    },
+    stop: () => cluster.stop(),
+  };
+}
+
+async function singleTopology(): Promise<RedisTopology> {
+  const redis = await startRedisServer();
+  return {
+    ports: [redis.port],
+    env: { REDIS_URL: redis.url },
+    masterOf: async () => redis.port,
+    kill: () => redis.kill(),
+    restart: () => redis.restart(),
+    stop: () => redis.stop(),
+  };
+}
 
 export interface TopologyOptions {
   /** PgBouncer + Redis Cluster (true) or PostgreSQL directly + one Redis (false). */
   distributed: boolean;
-  /** First port of the suite's range: Redis at +0..+3 (bus +100..), PgBouncer +10, apps from +20. */
-  portBase: number;
   /** postgresql:// URL of the PostgreSQL server (any database). */
   serverUrl: string;
-  binaries: Binaries;
   log(line: string): void;
 }
 
 export interface Topology {
   redis: RedisTopology;
-  pgbouncer: PgBouncer | undefined;
+  pgbouncer: PrivatePgBouncer | undefined;
   receiver: Receiver;
   keys: ReturnType<typeof freshKeys>;
   databaseName: string;
-  /** Starts one more replica of `app` (next fixed port), named e.g. `api-3`. */
+  /** Starts one more replica of `app`, named e.g. `api-3`. */
   start(app: AppName): Promise<Replica>;
   replicas: Replica[];
   /** Writes every process's output under `dir`. */
@@ -56,27 +118,27 @@ const SHORT: Record<AppName, string> = {
 };
 
 async function adminQuery(serverUrl: string, sql: string): Promise<void> {
-  await run("psql", [withDatabase(serverUrl, "postgres"), "-v", "ON_ERROR_STOP=1", "-qAtc", sql], {
-    timeout: 60_000,
-  });
+  const db = createDb({ url: withDatabase(serverUrl, "postgres"), poolMax: 1, connectionTimeoutMs: 10_000 });
+  try {
+    await db.pool.query(sql);
+  } finally {
+    await db.close();
+  }
 }
 
 export async function startTopology(options: TopologyOptions): Promise<Topology> {
-  const { binaries, portBase, log } = options;
+  const { log } = options;
   const cleanups: (() => Promise<void>)[] = [];
   const replicas: Replica[] = [];
   const counters = new Map<AppName, number>();
-  let nextPort = portBase + 20;
   const destroy = async () => {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
     cleanups.length = 0;
   };
 
   try {
-    const redis = options.distributed
-      ? await startRedisCluster(binaries, [portBase, portBase + 1, portBase + 2])
-      : await startSingleRedis(binaries, portBase + 3);
-    cleanups.push(() => redis.destroy());
+    const redis = options.distributed ? await clusterTopology() : await singleTopology();
+    cleanups.push(() => redis.stop());
     log(options.distributed ? `redis cluster on ${redis.ports.join(", ")}` : `redis on ${redis.ports[0]}`);
 
     const databaseName = `botdir_topology_${randomBytes(4).toString("hex")}`;
@@ -92,17 +154,10 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
       timeout: 120_000,
     });
 
-    let pgbouncer: PgBouncer | undefined;
+    let pgbouncer: PrivatePgBouncer | undefined;
     if (options.distributed) {
-      const server = new URL(options.serverUrl);
-      const started = await startPgBouncer(binaries, {
-        port: portBase + 10,
-        serverHost: server.hostname,
-        serverPort: Number(server.port || 5432),
-        user: decodeURIComponent(server.username || "postgres"),
-        maxClientConn: 400,
-        defaultPoolSize: 20,
-      });
+      // Enough server connections for 7 replicas' pools to wait little, far fewer than their sum.
+      const started = await startPgBouncer({ targetUrl: options.serverUrl, poolSize: 20 });
       pgbouncer = started;
       cleanups.push(() => started.stop());
       log(`pgbouncer (transaction pooling) on ${started.port}`);
@@ -150,8 +205,7 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
       async start(app) {
         const n = (counters.get(app) ?? 0) + 1;
         counters.set(app, n);
-        const port = nextPort++;
-        const proc = await startApp(app, env, { dist: true, port });
+        const proc = await startApp(app, env, { dist: true });
         const replica = { name: `${SHORT[app]}-${n}`, process: proc };
         replicas.push(replica);
         return replica;
@@ -159,12 +213,6 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
       saveLogs(dir) {
         mkdirSync(dir, { recursive: true });
         for (const r of replicas) writeFileSync(join(dir, `${r.name}.log`), r.process.output());
-        for (const [name, text] of Object.entries(redis.logs()))
-          writeFileSync(join(dir, `${name}.log`), text);
-        if (pgbouncer) {
-          writeFileSync(join(dir, "pgbouncer.log"), pgbouncer.output());
-          writeFileSync(join(dir, "pgbouncer.ini"), pgbouncer.ini);
-        }
       },
       destroy,
     };
