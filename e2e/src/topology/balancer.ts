@@ -145,6 +145,9 @@ export function createBalancer(options: { readinessPath: string; pollMs: number 
     async request(spec) {
       const tried = new Set<string>();
       let last: Outcome = { kind: "refused", replica: "none" };
+      // With no replica ready (all restarting at once), wait a little as a client's retry would.
+      const waitUntil = Date.now() + 3_000;
+      while (ready().length === 0 && Date.now() < waitUntil) await new Promise((r) => setTimeout(r, 50));
       for (;;) {
         const candidates = ready().filter((r) => !tried.has(r.name));
         if (candidates.length === 0) return last;
