@@ -192,9 +192,9 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
         // timeout is a delivery the dispatcher must send again (a duplicate by design).
         WEBHOOK_TIMEOUT_MS: "10000",
         DB_POOL_MAX: "8",
-        // The balancer polls /readyz every 200 ms: a draining API is out of rotation well before
-        // it stops listening.
-        SHUTDOWN_DRAIN_MS: "2000",
+        // The balancer polls /readyz every 200 ms; the drain leaves room for its own event loop
+        // falling seconds behind on a busy machine (a load balancer's endpoint update lags too).
+        SHUTDOWN_DRAIN_MS: "5000",
       },
     );
 
