@@ -6,6 +6,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { createRequire } from "node:module";
+import { Server as NetServer, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { ApiError, MESSAGES } from "@botdir/schema";
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from "express";
@@ -372,18 +373,78 @@ export interface ShutdownStep {
   run(): Promise<unknown>;
 }
 
-/** Closes an HTTP server: stops accepting, lets in-flight requests finish, drops idle sockets. */
-export function closeServer(server: Server): Promise<void> {
+/** How long a connection that carries no request may stay open once its server is closing. */
+export const CLOSE_IDLE_GRACE_MS = 1_000;
+
+interface ConnectionState {
+  inFlight: number;
+  lastActive: number;
+}
+
+const netServerClose = NetServer.prototype.close;
+
+/** Connection activity of the servers made by trackConnections (createHttpServer does it). */
+const tracked = new WeakMap<Server, Map<Socket, ConnectionState>>();
+
+/**
+ * Records, per connection, the requests in flight and when it last did anything, so closeServer
+ * can tell a connection a client may be sending on from one that has gone quiet.
+ */
+export function trackConnections(server: Server): void {
+  const connections = new Map<Socket, ConnectionState>();
+  tracked.set(server, connections);
+  server.on("connection", (socket: Socket) => {
+    connections.set(socket, { inFlight: 0, lastActive: Date.now() });
+    socket.once("close", () => connections.delete(socket));
+  });
+  server.prependListener("request", (req: IncomingMessage, res: ServerResponse) => {
+    const state = connections.get(req.socket);
+    if (!state) return;
+    state.inFlight++;
+    state.lastActive = Date.now();
+    res.once("close", () => {
+      state.inFlight--;
+      state.lastActive = Date.now();
+    });
+  });
+}
+
+/**
+ * Closes an HTTP server: stops accepting, lets in-flight requests finish, then closes each
+ * keep-alive connection once it has carried no request for `idleGraceMs`. Node's own close()
+ * drops idle connections at once, and a client whose request is already on its way on one (a
+ * connection just opened, or reused a moment ago) then sees a reset for a request it sent; here a
+ * request that arrives during the grace is answered, with `Connection: close`.
+ */
+export function closeServer(server: Server, idleGraceMs = CLOSE_IDLE_GRACE_MS): Promise<void> {
+  const connections = tracked.get(server);
   return new Promise((resolve, reject) => {
-    // Keep-alive connections that go idle after their last in-flight request would otherwise hold
-    // the server open until the client's keep-alive timeout: close them as they go idle.
-    const sweep = setInterval(() => server.closeIdleConnections(), 100);
-    server.close((error) => {
+    const done = (error?: Error) => {
       clearInterval(sweep);
       if (error) reject(error);
       else resolve();
+    };
+    if (!connections) {
+      // A server without tracking: Node's close(), which drops idle connections now and as they
+      // go idle (they would otherwise hold it open until the client's keep-alive timeout).
+      const sweep = setInterval(() => server.closeIdleConnections(), 100);
+      server.close(done);
+      return;
+    }
+    server.prependListener("request", (_req: IncomingMessage, res: ServerResponse) => {
+      if (!res.headersSent) res.setHeader("Connection", "close");
     });
-    server.closeIdleConnections();
+    const closeQuiet = () => {
+      const now = Date.now();
+      for (const [socket, state] of connections) {
+        if (state.inFlight === 0 && now - state.lastActive >= idleGraceMs) socket.destroy();
+      }
+    };
+    const sweep = setInterval(closeQuiet, Math.max(10, Math.min(100, idleGraceMs / 4)));
+    // net.Server's close: stop listening and call back once every connection has closed, without
+    // http.Server's immediate drop of idle connections.
+    netServerClose.call(server, done);
+    closeQuiet();
   });
 }
 

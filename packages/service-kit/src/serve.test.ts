@@ -1,7 +1,8 @@
 import net from "node:net";
 import { z } from "zod";
 import { checkHttpTimeouts, EnvFields, httpTimeoutsOf, parseEnv } from "./env.js";
-import { DEFAULT_HTTP_TIMEOUTS, type Service, serve } from "./serve.js";
+import { closeServer } from "./http.js";
+import { createHttpServer, DEFAULT_HTTP_TIMEOUTS, type Service, serve } from "./serve.js";
 
 const silent = { info() {}, warn() {}, error() {} };
 let service: Service;
@@ -124,5 +125,83 @@ describe("HTTP timeout settings", () => {
     expect(() => parseEnv(Env, { HTTP_HEADERS_TIMEOUT_MS: "100000" })).toThrow(
       "Invalid environment: HTTP_REQUEST_TIMEOUT_MS must be at least HTTP_HEADERS_TIMEOUT_MS.",
     );
+  });
+});
+
+describe("closeServer: no reset for a request already on its way", () => {
+  async function started() {
+    const server = createHttpServer((_req, res) => res.end("answered"), DEFAULT_HTTP_TIMEOUTS);
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    return { server, port: (server.address() as net.AddressInfo).port };
+  }
+
+  /** A raw connection the server has accepted (counted by it), with everything it receives. */
+  async function openConnection(server: ReturnType<typeof createHttpServer>, port: number) {
+    const socket = net.connect(port, "127.0.0.1");
+    let received = "";
+    socket.on("data", (chunk: Buffer) => {
+      received += chunk.toString();
+    });
+    const closed = new Promise<{ error?: string }>((resolve) => {
+      socket.once("error", (error: NodeJS.ErrnoException) => resolve({ error: error.code ?? error.message }));
+      socket.once("close", () => resolve({}));
+    });
+    await new Promise((resolve) => socket.once("connect", resolve));
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const count = await new Promise<number>((resolve, reject) =>
+        server.getConnections((error, n) => (error ? reject(error) : resolve(n))),
+      );
+      if (count > 0) break;
+      if (Date.now() > deadline) throw new Error("the server never counted the connection");
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    return { socket, closed, received: () => received };
+  }
+
+  /** Sends one request on the connection and waits for its answer (`count` answers in all). */
+  async function exchange(conn: Awaited<ReturnType<typeof openConnection>>, count: number) {
+    conn.socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    const deadline = Date.now() + 10_000;
+    while ((conn.received().match(/answered/g) ?? []).length < count) {
+      if (Date.now() > deadline) throw new Error(`no answer ${count}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  it.each([
+    ["a connection that has not sent a request yet", 0],
+    ["a keep-alive connection between two requests", 1],
+  ])(
+    "when a client sends its request on %s just after the server started closing, then it is answered with Connection: close, and the close completes",
+    async (_what, before) => {
+      const { server, port } = await started();
+      const conn = await openConnection(server, port);
+      for (let i = 1; i <= before; i++) await exchange(conn, i);
+
+      const closing = closeServer(server);
+      conn.socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+      const end = await conn.closed;
+
+      expect(end.error).toBeUndefined();
+      const last = conn.received().split("HTTP/1.1 ").at(-1) ?? "";
+      expect(conn.received().match(/HTTP\/1\.1 200 OK\r\n/g)).toHaveLength(before + 1);
+      expect(last).toMatch(/\r\nConnection: close\r\n/i);
+      expect(last).toMatch(/answered$/);
+      await closing;
+      expect(server.listening).toBe(false);
+    },
+  );
+
+  it("when a keep-alive connection stays quiet for the grace after the server started closing, then it is closed and the close completes", async () => {
+    const { server, port } = await started();
+    const conn = await openConnection(server, port);
+    await exchange(conn, 1);
+
+    await closeServer(server, 200);
+
+    expect(await conn.closed).toEqual({});
+    // One answer: the keep-alive response, without Connection: close (it came before the close).
+    expect(conn.received().match(/HTTP\/1\.1 200/g)).toHaveLength(1);
   });
 });

@@ -21,6 +21,7 @@ import {
   type Logger,
   listen,
   type ShutdownStep,
+  trackConnections,
 } from "./http.js";
 
 /** Timeouts every listener sets explicitly (docs/operations.md, "Server timeouts"). */
@@ -61,6 +62,7 @@ export function createHttpServer(handler: RequestListener, timeouts: HttpTimeout
   server.headersTimeout = timeouts.headersMs;
   server.requestTimeout = timeouts.requestMs;
   jsonClientErrors(server);
+  trackConnections(server);
   return server;
 }
 
