@@ -5,7 +5,7 @@
  * (scenario.ts), prints one summary line and exits 1 with every broken promise listed.
  *
  * Options: `--no-build` (dist/ is current), `--simple` (PostgreSQL directly and one Redis: the
- * single-instance setup, same scenario), `--load-seconds=N`. DATABASE_URL names the PostgreSQL
+ * single-instance setup, same scenario), `--load-seconds=N` and `--scale=F` (rates × F). DATABASE_URL names the PostgreSQL
  * server (default the local one). Everything listens on free loopback ports. A missing
  * `pgbouncer`, `redis-server` or `redis-cli` fails the suite with one line saying how to install it.
  */
@@ -22,16 +22,19 @@ const started = Date.now();
 const elapsed = () => ((Date.now() - started) / 1000).toFixed(1);
 const log = (line: string) => process.stdout.write(`[topology ${elapsed()} s] ${line}\n`);
 
-// `--load-seconds=N` shortens the load for debugging the suite (the timeline needs about 50 s).
-const loadSeconds = Number(
-  /^--load-seconds=(\d+)$/.exec(process.argv.find((a) => a.startsWith("--load-seconds=")) ?? "")?.[1] ?? 60,
-);
+/** `--name=value` of the command line, or undefined. */
+const option = (name: string): string | undefined =>
+  process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+// For working on the suite only: `--load-seconds=N` (the timeline needs about 50 s) and
+// `--scale=F` (every rate times F).
+const loadSeconds = Number(option("load-seconds") ?? 60);
+const scale = Number(option("scale") ?? 1);
 
 const SCENARIO: ScenarioOptions = {
   loadMs: loadSeconds * 1000,
-  votesPerSecond: 300,
-  checksPerSecond: 100,
-  statsPerSecond: 20,
+  votesPerSecond: 300 * scale,
+  checksPerSecond: 100 * scale,
+  statsPerSecond: 20 * scale,
   webhookBots: 40,
   redisDownMs: 5_000,
   deliveryDeadlineMs: 120_000,
