@@ -91,6 +91,8 @@ export interface Figures {
   duplicates: number;
   /** Duplicates by the last fault before the repeated receipt. */
   duplicatesByPhase: Map<string, number>;
+  /** Median time from a delivery's first receipt to its repeat. */
+  repeatGapMedianMs: number;
   distinctDeliveries: number;
   lastDeliveryAfterLoadMs: number;
   /** How long the suite waited for deliveries after the load. */
@@ -526,6 +528,8 @@ export async function runScenario(topology: Topology, options: ScenarioOptions):
     // ---- deliveries ----
     const seen = new Map<string, number>(); // delivery id -> receipts
     const duplicatesByPhase = new Map<string, number>();
+    const firstReceipt = new Map<string, number>();
+    const repeatGapsMs: number[] = [];
     const deliveredVotes = new Set<string>();
     let cursor = 0;
     let lastReceiptAt = 0;
@@ -538,11 +542,12 @@ export async function runScenario(topology: Topology, options: ScenarioOptions):
         const receipts = (seen.get(id) ?? 0) + 1;
         seen.set(id, receipts);
         if (receipts > 1) {
+          repeatGapsMs.push(request.at - (firstReceipt.get(id) ?? request.at));
           // Which fault the repeat followed.
           const at = request.at - loadStart;
           const after = faults.filter((f) => f.at <= at).at(-1)?.what ?? "before any fault";
           duplicatesByPhase.set(after, (duplicatesByPhase.get(after) ?? 0) + 1);
-        }
+        } else firstReceipt.set(id, request.at);
         lastReceiptAt = request.at;
         try {
           const body = JSON.parse(request.body.toString()) as { bot_id: string; user_id: string };
@@ -580,6 +585,7 @@ export async function runScenario(topology: Topology, options: ScenarioOptions):
       undelivered,
       duplicates,
       duplicatesByPhase,
+      repeatGapMedianMs: repeatGapsMs.sort((a, b) => a - b)[Math.floor(repeatGapsMs.length / 2)] ?? 0,
       distinctDeliveries: seen.size,
       lastDeliveryAfterLoadMs: Math.max(0, lastReceiptAt - loadEnd),
       deliveryWaitMs: allDeliveredAt - loadEnd,
@@ -619,7 +625,7 @@ export function violations(f: Figures, options: ScenarioOptions): string[] {
         ...f.duplicatesByPhase,
       ]
         .map(([phase, n]) => `${phase === "before any fault" ? phase : `after "${phase}"`}: ${n}`)
-        .join(", ")})`,
+        .join(", ")}; median ${(f.repeatGapMedianMs / 1000).toFixed(1)} s after the first receipt)`,
     );
   for (const [name, tally] of [
     ["votes", f.votes],
