@@ -88,8 +88,13 @@ describe("concurrent writes of one bot row while its votes key-share lock it", (
       ]),
     );
     expect(errors).toEqual([]);
-    const stored = await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } });
-    expect(stored.shardCounts).toEqual(Array.from({ length: 8 }, () => 150n));
+    const stored = await t.db.prisma.bot.findUniqueOrThrow({
+      where: { id: bot.id },
+      include: { shardCounts: { orderBy: { shardId: "asc" } } },
+    });
+    expect(stored.shardCounts.map((s) => [s.shardId, s.serverCount])).toEqual(
+      Array.from({ length: 8 }, (_, shard) => [shard, 150n]),
+    );
     expect(stored.serverCount).toBe(8n * 150n);
   }, 60_000);
 

@@ -8,8 +8,11 @@ import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import { connect } from "node:net";
 import { seedBot, watchQueries } from "@botdir/db/testing";
+import type { Redis } from "ioredis";
 import request from "supertest";
-import { cmd, createHarness, type Harness, USER } from "./support.js";
+import type { ApiApp } from "../src/app.js";
+import { createTokenSet, type TokenSet } from "../src/services/token-set.js";
+import { cmd, createHarness, deadRedis, type Harness, USER } from "./support.js";
 
 let h: Harness;
 
@@ -22,6 +25,52 @@ afterAll(async () => {
 });
 
 const randomToken = () => randomBytes(32).toString("base64url");
+
+/**
+ * Sends only the headers of a request announcing `length` body bytes to the server on `port`;
+ * resolves with the raw answer. An answer proves the server decided without the body: none was sent.
+ */
+function headersOnly(
+  port: number,
+  request: { method?: string; path: string; token: string; length: number },
+  waitMs = 5_000,
+): Promise<{ answer: string; ms: number }> {
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const socket = connect(port, "127.0.0.1");
+    let answer = "";
+    socket.on("data", (chunk) => {
+      answer += chunk.toString();
+      if (answer.includes("\r\n\r\n") && answer.includes("}")) {
+        socket.destroy();
+        resolve({ answer, ms: Date.now() - started });
+      }
+    });
+    socket.on("error", reject);
+    socket.setTimeout(waitMs, () => {
+      socket.destroy();
+      reject(new Error(`no answer; got ${JSON.stringify(answer)}`));
+    });
+    socket.write(
+      `${request.method ?? "PUT"} ${request.path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${request.token}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${request.length}\r\n\r\n`,
+    );
+  });
+}
+
+/** Listens with `app` on a free port. */
+async function listen(app: ApiApp): Promise<{ port: number; close(): Promise<void> }> {
+  const server = createServer(app);
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return {
+    port: (server.address() as { port: number }).port,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
 const keysOf = (prefix: string) => h.redis.keys(`${prefix}*`);
 
 describe("unknown tokens", () => {
@@ -125,6 +174,76 @@ describe("rate-limited requests", () => {
   });
 });
 
+describe("bodies of refused writes when the limiter cannot answer and the token set is not fresh", () => {
+  let tokens: TokenSet;
+  let redis: Redis;
+  let server: { port: number; close(): Promise<void> };
+
+  beforeAll(async () => {
+    // The limiter's Redis is down (it fails open at once) and the token set cannot connect, so it
+    // is never fresh: neither can refuse the token.
+    redis = deadRedis();
+    tokens = createTokenSet({
+      connect: () => Promise.reject(new Error("connection refused")),
+      logger: h.logger,
+      reconnectDelayMs: 50,
+    });
+    tokens.start();
+    server = await listen(h.app({ redis, tokens, limiterTimeoutMs: undefined }));
+  });
+
+  afterAll(async () => {
+    await server.close();
+    await tokens.stop();
+    redis.disconnect();
+  });
+
+  it.each([
+    // Above 64 kB an unread body is not drained: the connection is closed.
+    ["a 1 MB PUT /commands", "PUT", "commands", 1_000_000, "close"],
+    ["a 16 kB POST /stats", "POST", "stats", 16_000, "keep-alive"],
+  ])(
+    "when %s carries an unknown token, then 401 arrives before a body byte is sent, and only the token lookup reached PostgreSQL",
+    async (_, method, last, length, connection) => {
+      const bot = await seedBot(h.t.db);
+      expect(tokens.isFresh()).toBe(false);
+      const watch = watchQueries(h.t.db.pool);
+      let answer: string;
+      try {
+        ({ answer } = await headersOnly(server.port, {
+          method,
+          path: `/api/v1/bots/${bot.id}/${last}`,
+          token: randomToken(),
+          length,
+        }));
+      } finally {
+        watch.restore();
+      }
+      expect(answer).toMatch(/^HTTP\/1\.1 401 /);
+      expect(answer).toContain(`\r\nConnection: ${connection}\r\n`);
+      expect(answer).toContain('{"error":"Invalid token."}');
+      expect(watch.names).toEqual(["api.auth"]);
+    },
+  );
+
+  it("when the token is valid, then the write still goes through (the limiter failed open), its body read after the lookup", async () => {
+    const bot = await seedBot(h.t.db);
+    await expect(
+      headersOnly(
+        server.port,
+        { path: `/api/v1/bots/${bot.id}/commands`, token: bot.token as string, length: 100 },
+        1_000,
+      ),
+    ).rejects.toThrow(/no answer/);
+    const res = await request(h.app({ redis, tokens, limiterTimeoutMs: undefined }))
+      .put(`/api/v1/bots/${bot.id}/commands`)
+      .set("Authorization", bot.token as string)
+      .send({ commands: [cmd("ping")] });
+    expect(res.status).toBe(200);
+    expect(res.headers["ratelimit-remaining"]).toBeUndefined();
+  });
+});
+
 describe("bodies of refused writes", () => {
   let server: Server;
   let port: number;
@@ -141,39 +260,13 @@ describe("bodies of refused writes", () => {
     await new Promise((resolve) => server.close(resolve));
   });
 
-  /** Sends only the headers of a PUT announcing `length` body bytes; resolves with the raw answer. */
-  function headersOnly(
-    path: string,
-    token: string,
-    length: number,
-    waitMs = 5_000,
-  ): Promise<{ answer: string; ms: number }> {
-    return new Promise((resolve, reject) => {
-      const started = Date.now();
-      const socket = connect(port, "127.0.0.1");
-      let answer = "";
-      socket.on("data", (chunk) => {
-        answer += chunk.toString();
-        if (answer.includes("\r\n\r\n") && answer.includes("}")) {
-          socket.destroy();
-          resolve({ answer, ms: Date.now() - started });
-        }
-      });
-      socket.on("error", reject);
-      socket.setTimeout(waitMs, () => {
-        socket.destroy();
-        reject(new Error(`no answer; got ${JSON.stringify(answer)}`));
-      });
-      socket.write(
-        `PUT ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${token}\r\n` +
-          `Content-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`,
-      );
-    });
-  }
-
   it("when a 1 MB PUT /commands carries an unknown token, then 401 arrives before a body byte is sent, and the connection is closed", async () => {
     const bot = await seedBot(h.t.db);
-    const { answer } = await headersOnly(`/api/v1/bots/${bot.id}/commands`, randomToken(), 1_000_000);
+    const { answer } = await headersOnly(port, {
+      path: `/api/v1/bots/${bot.id}/commands`,
+      token: randomToken(),
+      length: 1_000_000,
+    });
     expect(answer).toMatch(/^HTTP\/1\.1 401 /);
     expect(answer).toMatch(/\r\nConnection: close\r\n/i);
     expect(answer).toContain('{"error":"Invalid token."}');
@@ -182,7 +275,11 @@ describe("bodies of refused writes", () => {
   it("when the token is valid, then the server waits for the body (it is read only after admission)", async () => {
     const bot = await seedBot(h.t.db);
     await expect(
-      headersOnly(`/api/v1/bots/${bot.id}/commands`, bot.token as string, 100, 1_000),
+      headersOnly(
+        port,
+        { path: `/api/v1/bots/${bot.id}/commands`, token: bot.token as string, length: 100 },
+        1_000,
+      ),
     ).rejects.toThrow(/no answer/);
   });
 });

@@ -4,8 +4,10 @@
  */
 
 import type { RequestListener } from "node:http";
-import { seedBot, watchQueries } from "@botdir/db/testing";
+import { hashToken } from "@botdir/db";
+import { nestedPlans, planNodes, seedBot, watchQueries } from "@botdir/db/testing";
 import request from "supertest";
+import { writeStats } from "../src/services/bots.js";
 import { createHarness, type Harness } from "./support.js";
 
 let h: Harness;
@@ -22,22 +24,29 @@ afterAll(async () => {
 
 async function newBot() {
   const bot = await seedBot(h.t.db);
-  return { id: bot.id, auth: { Authorization: bot.token! } };
+  return { id: bot.id, token: bot.token!, auth: { Authorization: bot.token! } };
 }
 
 const post = (id: string, auth: Record<string, string>, body: object) =>
   request(app).post(`/api/v1/bots/${id}/stats`).set(auth).send(body);
 
+/** The bot's total and its shards' counts by shard id (null: a shard below the highest that has not posted). */
 async function stored(id: string): Promise<{ total: number | null; shards: (number | null)[] }> {
-  const { rows } = await h.t.db.pool.query<{ server_count: string | null; shard_counts: (string | null)[] }>(
-    "SELECT server_count, shard_counts FROM bots WHERE id = $1",
+  const { rows } = await h.t.db.pool.query<{ server_count: string | null }>(
+    "SELECT server_count FROM bots WHERE id = $1",
     [id],
   );
-  const row = rows[0]!;
-  return {
-    total: row.server_count === null ? null : Number(row.server_count),
-    shards: row.shard_counts.map((c) => (c === null ? null : Number(c))),
-  };
+  const { rows: shardRows } = await h.t.db.pool.query<{ shard_id: number; server_count: string }>(
+    "SELECT shard_id, server_count FROM bot_shard_counts WHERE bot_id = $1",
+    [id],
+  );
+  const shards: (number | null)[] = [];
+  for (const row of shardRows) {
+    while (shards.length <= row.shard_id) shards.push(null);
+    shards[row.shard_id] = Number(row.server_count);
+  }
+  const total = rows[0]!.server_count;
+  return { total: total === null ? null : Number(total), shards };
 }
 
 describe("POST /api/v1/bots/{id}/stats from sharded bots", () => {
@@ -149,5 +158,53 @@ describe("POST /api/v1/bots/{id}/stats from sharded bots", () => {
       queries.restore();
     }
     expect(await stored(id)).toEqual({ total: 36, shards: [1, 2, 3, 4, 5, 6, 7, 8] });
+  });
+
+  it("when a bot posts for shard 65,535, then the post writes one small row, no step of it handles thousands of rows, and the sum stays right", async () => {
+    const { id, token, auth } = await newBot();
+    expect((await post(id, auth, { server_count: 5, shard_id: 0, shard_count: 65_536 })).status).toBe(200);
+    expect((await post(id, auth, { server_count: 6, shard_id: 1, shard_count: 65_536 })).status).toBe(200);
+
+    // The post itself, its plans taken with the rows each step produced (then rolled back).
+    const input = {
+      tokenHash: hashToken(token),
+      botId: id,
+      serverCount: 7,
+      shard: { id: 65_535, count: 65_536 },
+      now: h.clock.now(),
+    };
+    const plans = await nestedPlans(
+      h.t.db.pool,
+      async (client) =>
+        expect(await writeStats({ ...h.t.db, pool: client as never }, [input])).toHaveLength(1),
+      { analyze: true },
+    );
+    const rows = plans
+      .flatMap((plan) => planNodes(plan.Plan))
+      .map((n) => (n["Actual Rows"] ?? 0) * (n["Actual Loops"] ?? 1));
+    // The lock, the foreign-key check and the write were seen; none of their steps produced more
+    // than a few rows (a scan of this small table may take all of it): an array of every shard up
+    // to 65,535 took 65,536 rows, 0.2–0.7 s.
+    expect(plans.length).toBeGreaterThanOrEqual(2);
+    expect(Math.max(...rows)).toBeLessThan(1_000);
+
+    expect((await post(id, auth, { server_count: 7, shard_id: 65_535, shard_count: 65_536 })).status).toBe(
+      200,
+    );
+    const { rows: sizes } = await h.t.db.pool.query<{ bot: number; shards: number; largest: number }>(
+      `SELECT pg_column_size(b.*) AS bot,
+              (SELECT count(*)::int FROM bot_shard_counts s WHERE s.bot_id = b.id) AS shards,
+              (SELECT max(pg_column_size(s.*)) FROM bot_shard_counts s WHERE s.bot_id = b.id) AS largest
+         FROM bots b WHERE b.id = $1`,
+      [id],
+    );
+    expect(sizes[0]).toEqual({ bot: expect.any(Number), shards: 3, largest: expect.any(Number) });
+    expect(sizes[0]!.bot).toBeLessThan(1_024);
+    expect(sizes[0]!.largest).toBeLessThan(64);
+    expect((await stored(id)).total).toBe(18);
+
+    // A smaller layout drops the highest shard from the sum, as before.
+    expect((await post(id, auth, { server_count: 8, shard_id: 0, shard_count: 2 })).status).toBe(200);
+    expect(await stored(id)).toEqual({ total: 14, shards: [8, 6] });
   });
 });

@@ -1,9 +1,9 @@
 import type { RequestListener } from "node:http";
 import { createDb } from "@botdir/db";
-import { randomUserId, seedBot, watchQueries } from "@botdir/db/testing";
+import { randomBotId, randomUserId, seedBot, watchQueries } from "@botdir/db/testing";
 import request from "supertest";
 import { WIDGET_QUERY_TIMEOUT_MS } from "../src/routes/widget.js";
-import { WIDGET_LOCAL_CACHE_SECONDS } from "../src/services/cache.js";
+import { WIDGET_LOCAL_CACHE_SECONDS, WIDGET_MISS_CACHE_SECONDS } from "../src/services/cache.js";
 import { createHarness, deadRedis, type Harness } from "./support.js";
 
 let h: Harness;
@@ -91,6 +91,33 @@ describe("GET /widget/{id}.svg", () => {
   it("when the bot is pending approval, then the neutral badge", async () => {
     const bot = await seedBot(h.t.db, { status: "pending", serverCount: 5 });
     expect((await widget(bot.id)).body).toContain("not listed");
+  });
+
+  it("when an id that is not listed is asked for 20 times, then one query answers them all until the miss is forgotten, and the bot approved meanwhile is listed after that", async () => {
+    const bot = await seedBot(h.t.db, { status: "pending", serverCount: 12 });
+    const unknown = randomBotId();
+    const watch = watchQueries(h.t.db.pool);
+    const queries = () => watch.names.filter((name) => name === "api.widget").length;
+    try {
+      for (let i = 0; i < 20; i++) {
+        expect((await widget(bot.id)).body).toContain("not listed");
+        expect((await widget(unknown)).body).toContain("not listed");
+      }
+      expect(queries()).toBe(2);
+      expect(
+        await h.redis.exists(`${h.prefix}widget:bot:${bot.id}`, `${h.prefix}widget:bot:${unknown}`),
+      ).toBe(0);
+
+      await h.t.db.prisma.bot.update({ where: { id: bot.id }, data: { status: "approved" } });
+      expect((await widget(bot.id)).body).toContain("not listed");
+      expect(queries()).toBe(2);
+
+      h.clock.advance(WIDGET_MISS_CACHE_SECONDS * 1000 + 1);
+      expect((await widget(bot.id)).body).toContain(">12</text>");
+      expect(queries()).toBe(3);
+    } finally {
+      watch.restore();
+    }
   });
 
   it("needs no credential and has no rate limit", async () => {

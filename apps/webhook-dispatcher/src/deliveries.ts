@@ -121,55 +121,24 @@ async function inTransaction<T>(db: Db, work: (client: PoolClient) => Promise<T>
 }
 
 /**
- * The claim itself, shared by both claim statements: `d` is the locked delivery row(s); the UPDATE
- * claims a row only when every condition of a claim holds on its newest version ($2 lease until,
- * $3 now, $4 due by, $5 the attempt limit).
+ * The claim statements: the function botdir_claim_deliveries (migration
+ * 20261125130000_dispatcher_lock_then_write) locks the delivery rows in one statement and claims
+ * them in the next, in one round trip. It claims a row only when every condition of a claim holds
+ * on its newest version ($2 lease until, $3 now, $4 due by, $5 the attempt limit), and returns, for
+ * each row it locked, what the handler needs and, when nothing was claimed, the row as locked so
+ * the caller can tell busy / early / not pending / a rare branch apart. (Reading the row under a
+ * locking CTE of the UPDATE itself deadlocked: see the migration.)
  *
- * The conditions are read from `d`, not from the target `w`: `d` holds the newest version of each
- * row (FOR UPDATE waits for a concurrent writer and returns what it committed) and the row stays
- * locked until the end of the statement, so they are the same values. Written on `w`, they let
- * the planner reach `w` through deliveries_pending_idx (state, next_attempt_at) whenever its
- * statistics make the pending rows look few, which is exactly when a backlog has just built up: every
- * claim then read every due pending row (111 ms per batch with 10,000 waiting, measured; linear in
- * the backlog). With only `w.id = d.id` on `w`, the primary key is the one way in.
- */
-const CLAIM_UPDATE = `
-  UPDATE webhook_deliveries w
-     SET attempts_made = d.attempts_made + 1, lease_until = $2, attempt_started_at = $3, updated_at = $3
-    FROM d, bots b
-   WHERE w.id = d.id
-     AND b.id = d.bot_id
-     AND d.state = 'pending'
-     AND d.lease_until IS NULL
-     AND d.attempts_made < $5
-     AND d.next_attempt_at <= $4
-     AND b.webhook_url IS NOT NULL
-     AND b.webhook_secret_encrypted IS NOT NULL
-     AND b.webhook_disabled_at IS NULL
-  RETURNING w.id, w.attempts_made, b.webhook_url, b.webhook_secret_encrypted,
-            CASE WHEN b.webhook_previous_secret_until > $3 THEN b.webhook_previous_secret_encrypted END
-              AS webhook_previous_secret_encrypted`;
-
-/**
- * The common path of a claim in one statement. `d` locks the delivery row (waiting for a concurrent
- * claim to commit, then seeing its result); `c` claims it only when every condition of a claim holds
- * on the newest row version; the outer SELECT returns what the handler needs and, when nothing was
- * claimed, the row as locked so the caller can tell busy / early / not pending / a rare branch apart.
+ * CLAIM_SQL claims one delivery, waiting for its row lock (a concurrent claim commits, then this one
+ * sees its result). CLAIM_BATCH_SQL claims many (ids $1) and skips rows locked elsewhere, so it
+ * never waits for a row lock and can never take part in a deadlock with another batch; a delivery
+ * whose row was locked (a concurrent claim or record, the relay's hand-off mark) is simply not
+ * returned, and its caller claims it with CLAIM_SQL.
  */
 const CLAIM_SQL = `
-WITH d AS (
-  SELECT id, state, attempts_made, next_attempt_at, lease_until, bot_id, vote_id
-    FROM webhook_deliveries
-   WHERE id = $1
-     FOR UPDATE
-), c AS (${CLAIM_UPDATE}
-)
-SELECT d.state, d.attempts_made, d.next_attempt_at, d.lease_until, d.bot_id, v.user_id, v.voted_at,
-       c.attempts_made AS claimed_attempt, c.webhook_url, c.webhook_secret_encrypted,
-       c.webhook_previous_secret_encrypted
-  FROM d
-  JOIN vote_log v ON v.id = d.vote_id
-  LEFT JOIN c ON true`;
+SELECT state, attempts_made, next_attempt_at, lease_until, bot_id, user_id, voted_at, claimed_attempt,
+       webhook_url, webhook_secret_encrypted, webhook_previous_secret_encrypted
+  FROM botdir_claim_deliveries(ARRAY[$1::uuid], true, $2::timestamptz, $3::timestamptz, $4::timestamptz, $5::int)`;
 
 interface ClaimRow {
   state: DeliveryRow["state"];
@@ -185,26 +154,10 @@ interface ClaimRow {
   webhook_previous_secret_encrypted: string | null;
 }
 
-/**
- * CLAIM_SQL for many deliveries at once (ids $1). The rows are locked with SKIP LOCKED, so the
- * statement never waits for a row lock and can never take part in a deadlock with another batch;
- * a delivery whose row was locked (a concurrent claim or record, the relay's hand-off mark) is
- * simply not returned, and its caller claims it with CLAIM_SQL, which waits for that one row.
- */
 const CLAIM_BATCH_SQL = `
-WITH d AS (
-  SELECT id, state, attempts_made, next_attempt_at, lease_until, bot_id, vote_id
-    FROM webhook_deliveries
-   WHERE id = ANY($1::uuid[])
-     FOR UPDATE SKIP LOCKED
-), c AS (${CLAIM_UPDATE}
-)
-SELECT d.id, d.state, d.attempts_made, d.next_attempt_at, d.lease_until, d.bot_id, v.user_id, v.voted_at,
-       c.attempts_made AS claimed_attempt, c.webhook_url, c.webhook_secret_encrypted,
-       c.webhook_previous_secret_encrypted
-  FROM d
-  JOIN vote_log v ON v.id = d.vote_id
-  LEFT JOIN c ON c.id = d.id`;
+SELECT id, state, attempts_made, next_attempt_at, lease_until, bot_id, user_id, voted_at, claimed_attempt,
+       webhook_url, webhook_secret_encrypted, webhook_previous_secret_encrypted
+  FROM botdir_claim_deliveries($1::uuid[], false, $2::timestamptz, $3::timestamptz, $4::timestamptz, $5::int)`;
 
 export async function claimAttempt(db: Db, deliveryId: string, options: ClaimOptions): Promise<ClaimResult> {
   const { leaseUntil, dueBy } = claimTimes(options);
@@ -333,7 +286,7 @@ async function claimInTransaction(db: Db, deliveryId: string, options: ClaimOpti
          JOIN vote_log v ON v.id = d.vote_id
          JOIN bots b ON b.id = d.bot_id
         WHERE d.id = $1
-          FOR UPDATE OF d`,
+          FOR NO KEY UPDATE OF d`,
       [deliveryId, now],
     );
     const row = found.rows[0];
@@ -451,30 +404,22 @@ export interface RecordInput {
 }
 
 /**
- * One statement: the delivery's new state only while the claim is ours, and the attempt row only if
- * that update happened (`a` reads `u`'s output); `recorded` is 0 when the claim was taken over.
- * The conditions are read from the locked row `l`, the target joined by id only (see CLAIM_UPDATE).
+ * The record statements: the function botdir_record_attempts (migration
+ * 20261125130000_dispatcher_lock_then_write) locks the delivery rows, then writes each delivery's
+ * new state only while the claim is still ours (same attempt number and lease) and the attempt row
+ * only if that update happened; it returns, for each row it locked, whether the attempt was
+ * recorded (false: the claim was taken over). One array per column, element i = attempt i.
+ *
+ * RECORD_SQL records one attempt, waiting for its row lock. RECORD_BATCH_SQL records many and, like
+ * CLAIM_BATCH_SQL, skips rows locked elsewhere, so it never waits for a lock; an attempt whose row
+ * it did not lock is recorded on its own with RECORD_SQL.
  */
 const RECORD_SQL = `
-WITH l AS (
-  SELECT id, state, attempts_made, lease_until FROM webhook_deliveries WHERE id = $1 FOR UPDATE
-), u AS (
-  UPDATE webhook_deliveries d
-     SET state = $4,
-         next_attempt_at = COALESCE($5, d.next_attempt_at),
-         completed_at = $6,
-         lease_until = NULL,
-         attempt_started_at = NULL,
-         updated_at = $7
-    FROM l
-   WHERE d.id = l.id AND l.state = 'pending' AND l.attempts_made = $2 AND l.lease_until = $3
-  RETURNING d.id, d.series
-), a AS (
-  INSERT INTO webhook_attempts
-         (delivery_id, series, bot_id, attempt_number, status_code, error_kind, duration_ms, attempted_at)
-  SELECT u.id, u.series, $8::varchar, $2, $9::int, $10::text, $11::int, $12::timestamptz FROM u
-)
-SELECT count(*)::int AS recorded FROM u`;
+SELECT recorded
+  FROM botdir_record_attempts(true, ARRAY[$1::uuid], ARRAY[$2::int], ARRAY[$3::timestamptz], ARRAY[$4::text],
+                              ARRAY[$5::timestamptz], ARRAY[$6::timestamptz], ARRAY[$7::timestamptz],
+                              ARRAY[$8::varchar], ARRAY[$9::int], ARRAY[$10::text], ARRAY[$11::int],
+                              ARRAY[$12::timestamptz])`;
 
 /** What recording `input` writes, and what it means when it is written. */
 function planRecord(input: RecordInput): { result: RecordResult; state: "pending" | "delivered" | "failed" } {
@@ -511,7 +456,7 @@ export async function attemptRecorded(db: Db, input: RecordInput): Promise<boole
 export async function recordAttempt(db: Db, input: RecordInput): Promise<RecordResult> {
   const { outcome, now } = input;
   const { result, state } = planRecord(input);
-  const { rows } = await db.pool.query<{ recorded: number }>({
+  const { rows } = await db.pool.query<{ recorded: boolean }>({
     name: "dispatcher_record",
     text: RECORD_SQL,
     values: [
@@ -529,45 +474,14 @@ export async function recordAttempt(db: Db, input: RecordInput): Promise<RecordR
       input.attemptedAt,
     ],
   });
-  return rows[0]?.recorded === 1 ? result : { kind: "superseded" };
+  return rows[0]?.recorded === true ? result : { kind: "superseded" };
 }
 
-/**
- * RECORD_SQL for many attempts at once (one array per column, element i = attempt i). Like
- * CLAIM_BATCH_SQL it locks the rows with SKIP LOCKED first, so it never waits for a lock; `l` lists
- * the rows it locked, and `recorded` tells, for each of them, whether the claim was still ours. An
- * attempt whose row was not locked here is recorded on its own with RECORD_SQL. The conditions are
- * read from the locked rows `l`, the target joined by id only (see CLAIM_UPDATE for why).
- */
 const RECORD_BATCH_SQL = `
-WITH i AS (
-  SELECT * FROM unnest($1::uuid[], $2::int[], $3::timestamptz[], $4::text[], $5::timestamptz[],
-                       $6::timestamptz[], $7::timestamptz[], $8::varchar[], $9::int[], $10::text[],
-                       $11::int[], $12::timestamptz[])
-         AS i(id, attempt_number, lease_until, state, next_attempt_at, completed_at, updated_at,
-              bot_id, status_code, error_kind, duration_ms, attempted_at)
-), l AS (
-  SELECT id, state, attempts_made, lease_until
-    FROM webhook_deliveries WHERE id = ANY($1::uuid[]) FOR UPDATE SKIP LOCKED
-), u AS (
-  UPDATE webhook_deliveries d
-     SET state = i.state::delivery_state,
-         next_attempt_at = COALESCE(i.next_attempt_at, d.next_attempt_at),
-         completed_at = i.completed_at,
-         lease_until = NULL,
-         attempt_started_at = NULL,
-         updated_at = i.updated_at
-    FROM i, l
-   WHERE d.id = l.id AND l.id = i.id
-     AND l.state = 'pending' AND l.attempts_made = i.attempt_number AND l.lease_until = i.lease_until
-  RETURNING d.id, d.series
-), a AS (
-  INSERT INTO webhook_attempts
-         (delivery_id, series, bot_id, attempt_number, status_code, error_kind, duration_ms, attempted_at)
-  SELECT i.id, u.series, i.bot_id, i.attempt_number, i.status_code, i.error_kind, i.duration_ms, i.attempted_at
-    FROM i JOIN u ON u.id = i.id
-)
-SELECT l.id, u.id IS NOT NULL AS recorded FROM l LEFT JOIN u ON u.id = l.id`;
+SELECT id, recorded
+  FROM botdir_record_attempts(false, $1::uuid[], $2::int[], $3::timestamptz[], $4::text[], $5::timestamptz[],
+                              $6::timestamptz[], $7::timestamptz[], $8::varchar[], $9::int[], $10::text[],
+                              $11::int[], $12::timestamptz[])`;
 
 /** Records several attempts (of different deliveries) in one statement; see RECORD_BATCH_SQL. */
 async function recordAttempts(db: Db, inputs: readonly RecordInput[]): Promise<(RecordResult | "skipped")[]> {

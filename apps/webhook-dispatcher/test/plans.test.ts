@@ -5,7 +5,13 @@
  * backlog built up) and every claim read every due pending row: a 10,000-vote backlog cost 111 ms
  * per claim batch and halved the drain (docs/performance.md).
  */
-import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
+import {
+  createTestDatabase,
+  nestedPlans,
+  type PlanNode,
+  seedBot,
+  type TestDatabase,
+} from "@botdir/db/testing";
 import { DEAD_ENDPOINT_STATEMENTS, disableIfDead } from "../src/dead-endpoints.js";
 import { STATEMENTS } from "../src/deliveries.js";
 import { configureWebhook } from "./support.js";
@@ -49,14 +55,6 @@ afterAll(async () => {
   await t.drop();
 });
 
-interface PlanNode {
-  "Node Type": string;
-  "Relation Name"?: string;
-  Alias?: string;
-  "Index Name"?: string;
-  Plans?: PlanNode[];
-}
-
 /** Every scan of webhook_deliveries in the plan, as "alias: how". */
 function deliveryScans(node: PlanNode, out: string[] = []): string[] {
   if (node["Relation Name"] === "webhook_deliveries" && node["Node Type"] !== "ModifyTable") {
@@ -66,25 +64,27 @@ function deliveryScans(node: PlanNode, out: string[] = []): string[] {
   return out;
 }
 
+/**
+ * Every scan of webhook_deliveries in the statements `sql` runs, as "alias: how". The statements
+ * call functions (migration 20261125130000_dispatcher_lock_then_write), so the plans that matter
+ * are those of the statements inside them, which auto_explain reports (nestedPlans).
+ */
+let prepared = 0;
+
 async function scansOf(sql: string, args: string): Promise<string[]> {
-  const client = await t.db.pool.connect();
-  try {
-    await client.query("BEGIN");
-    await client.query(`PREPARE plan_under_test AS ${sql}`);
-    const { rows } = await client.query<{ "QUERY PLAN": { Plan: PlanNode }[] }>(
-      `EXPLAIN (FORMAT JSON) EXECUTE plan_under_test(${args})`,
-    );
-    return deliveryScans(rows[0]?.["QUERY PLAN"][0]?.Plan as PlanNode);
-  } finally {
-    await client.query("ROLLBACK");
-    await client.query("DEALLOCATE plan_under_test").catch(() => {});
-    client.release();
-  }
+  // A prepared statement outlives the transaction: a name of its own each time.
+  const name = `plan_under_test_${++prepared}`;
+  const plans = await nestedPlans(t.db.pool, async (client) => {
+    await client.query(`PREPARE ${name} AS ${sql}`);
+    await client.query(`EXECUTE ${name}(${args})`);
+  });
+  return plans.flatMap((plan) => deliveryScans(plan.Plan));
 }
 
 /**
- * How the UPDATE's target (`alias`) is reached. (The locking CTE may well seq-scan a table its
- * statistics call empty; that costs one pass, not one pass per row claimed.)
+ * How the UPDATE's target (`alias`) is reached. (The locking statement and the read of the locked
+ * rows, aliased otherwise, may well seq-scan a table their statistics call empty; that costs one
+ * pass, not one pass per row claimed.)
  */
 const targetOf = (scans: string[], alias: string) => scans.filter((s) => s.startsWith(`${alias}: `));
 

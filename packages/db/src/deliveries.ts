@@ -105,7 +105,7 @@ export type RedeliverResult =
  * Starts a fresh series of five attempts of a `delivered` or `failed` delivery of `botId`: the same
  * delivery id and vote (so the same body bytes, which the dispatcher rebuilds from the vote row),
  * attempts_made 0, due now, not handed off yet (handed_off_at NULL, so the outbox relay picks it up
- * at its next tick if the caller cannot add the job itself). One statement; the row lock makes two
+ * at its next tick if the caller cannot add the job itself). One round trip; the row lock makes two
  * concurrent redeliveries start one series (the second sees `pending`).
  */
 export async function redeliver(
@@ -120,24 +120,9 @@ export async function redeliver(
     has_webhook: boolean;
     series: number | null;
   }>(
-    `WITH d AS (
-       SELECT w.id, w.state,
-              b.webhook_url IS NOT NULL AND b.webhook_secret_encrypted IS NOT NULL
-                AND b.webhook_disabled_at IS NULL AS has_webhook
-         FROM webhook_deliveries w
-         JOIN bots b ON b.id = w.bot_id
-        WHERE w.id = $1 AND w.bot_id = $2
-          FOR NO KEY UPDATE OF w
-     ), u AS (
-       UPDATE webhook_deliveries w
-          SET state = 'pending', series = w.series + 1, attempts_made = 0, next_attempt_at = $3,
-              handed_off_at = NULL, completed_at = NULL, lease_until = NULL, attempt_started_at = NULL,
-              updated_at = $3
-         FROM d
-        WHERE w.id = d.id AND d.state <> 'pending' AND d.has_webhook
-       RETURNING w.series
-     )
-     SELECT d.state, d.has_webhook, u.series FROM d LEFT JOIN u ON true`,
+    // botdir_redeliver (migration 20261125130000_dispatcher_lock_then_write) locks the row in one
+    // statement and reads and writes it in the next: a locking CTE under the UPDATE deadlocked.
+    "SELECT state, has_webhook, series FROM botdir_redeliver($1::uuid, $2::varchar, $3::timestamptz)",
     [deliveryId, botId, now],
   );
   const row = rows[0];

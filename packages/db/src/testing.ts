@@ -290,6 +290,66 @@ export function watchQueries(
   };
 }
 
+/** One plan auto_explain reported (FORMAT JSON): a statement and its plan tree. */
+export interface NestedPlan {
+  "Query Text": string;
+  Plan: PlanNode;
+}
+
+/** A node of a JSON plan; the actual figures are there when the plans were taken with `analyze`. */
+export interface PlanNode {
+  "Node Type": string;
+  "Relation Name"?: string;
+  Alias?: string;
+  "Index Name"?: string;
+  "Actual Rows"?: number;
+  "Actual Loops"?: number;
+  Plans?: PlanNode[];
+}
+
+/**
+ * Runs `work` on one connection of `pool` inside a transaction that is rolled back, with
+ * auto_explain reporting the plan of every statement it runs, those inside functions included
+ * (a PL/pgSQL function's statements are invisible to EXPLAIN of its call). With `analyze`, the
+ * plans carry the rows each node produced. Needs the auto_explain module (part of PostgreSQL's
+ * standard distribution) and a role allowed to LOAD it.
+ */
+export async function nestedPlans(
+  pool: pg.Pool,
+  work: (client: pg.PoolClient) => Promise<unknown>,
+  options: { analyze?: boolean } = {},
+): Promise<NestedPlan[]> {
+  const client = await pool.connect();
+  const plans: NestedPlan[] = [];
+  const onNotice = (notice: { message?: string }) => {
+    const json = notice.message?.match(/plan:\s*(\{[\s\S]*\})\s*$/)?.[1];
+    if (json) plans.push(JSON.parse(json) as NestedPlan);
+  };
+  client.on("notice", onNotice);
+  try {
+    await client.query("BEGIN");
+    await client.query("LOAD 'auto_explain'");
+    await client.query("SET LOCAL auto_explain.log_min_duration = 0");
+    await client.query("SET LOCAL auto_explain.log_nested_statements = on");
+    await client.query("SET LOCAL auto_explain.log_format = 'json'");
+    await client.query("SET LOCAL auto_explain.log_level = 'notice'");
+    if (options.analyze) await client.query("SET LOCAL auto_explain.log_analyze = on");
+    await work(client);
+    return plans;
+  } finally {
+    client.off("notice", onNotice);
+    await client.query("ROLLBACK").catch(() => {});
+    client.release();
+  }
+}
+
+/** Every node of a plan tree, the root first. */
+export function planNodes(node: PlanNode, out: PlanNode[] = []): PlanNode[] {
+  out.push(node);
+  for (const child of node.Plans ?? []) planNodes(child, out);
+  return out;
+}
+
 /** Test support: reads the Prometheus text format of a /metrics answer, so tests can look samples up by label. */
 export interface Sample {
   name: string;

@@ -20,12 +20,14 @@ export interface WriteSpec<T> {
 }
 
 /**
- * The write endpoints' flow. Happy path (the token's window exists): one Redis round trip
- * (limiter), the body, then one statement that authenticates and writes. A token new to its window
- * is authenticated before a byte of its body is read (one batched lookup; an unknown token: 401
- * with the body unread, no Redis key); a limited one is refused by limitFirst, also unread. Only a
- * request whose write then failed pays another token lookup, which decides the answer in the
- * spec's order: 401, 404, 429, then the 400/413 of the body.
+ * The write endpoints' flow. Happy path (the token's window exists and the fresh token set holds
+ * the token): one Redis round trip (limiter), the body, then one statement that authenticates and
+ * writes. Every other token is authenticated before a byte of its body is read (one batched
+ * lookup; an unknown token: 401 with the body unread, no Redis key): a token new to its window,
+ * and any token the token set cannot vouch for (no set, a set not known to be fresh, or a token
+ * changed within its window), which covers the limiter failing open. A limited token is refused by
+ * limitFirst, also unread. Only a request whose write then failed pays another token lookup, which
+ * decides the answer in the spec's order: 401, 404, 429, then the 400/413 of the body.
  */
 export async function authenticatedWrite<T>(
   ctx: ApiContext,
@@ -38,7 +40,7 @@ export async function authenticatedWrite<T>(
   let rate: RateDecision;
   try {
     const first = await limitFirst(ctx, res, spec.endpoint, tokenHash, pathId);
-    if (first.kind === "new") {
+    if (first.kind === "new" || ctx.tokens?.lookup(tokenHash) !== "present") {
       const botId = await ctx.authenticate(tokenHash);
       rate = await countConfirmed(ctx, spec.endpoint, tokenHash, first, botId);
       admit(res, { tokenBotId: botId, pathId, rate });

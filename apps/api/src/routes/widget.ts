@@ -1,9 +1,10 @@
 /**
  * GET /widget/{id}.svg: public, unauthenticated, not rate limited. Cached 5 minutes on both sides:
  * `Cache-Control: public, max-age=300` and a Redis entry per bot (the counts, not the SVG). An
- * unknown, unapproved or malformed id gets the neutral badge with 200, never an error page; those
- * are not cached server-side (an id lookup by primary key is cheap, and caching arbitrary ids
- * would let anyone fill Redis).
+ * unknown, unapproved or malformed id gets the neutral badge with 200, never an error page; a
+ * malformed id costs no I/O, and an unknown or unapproved one is remembered by the process for
+ * WIDGET_MISS_CACHE_SECONDS (not in Redis: made-up ids must not fill it), so asking for it again
+ * costs neither Redis nor PostgreSQL, whose pool the authenticated endpoints share.
  *
  * A badge never lies: when the counts cannot be read (database error, or no answer within
  * WIDGET_QUERY_TIMEOUT_MS) the answer is the "unavailable" badge with 503 and a short cache, never

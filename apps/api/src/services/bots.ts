@@ -192,11 +192,12 @@ const MAX_TOTAL = Number.MAX_SAFE_INTEGER;
  * also authenticates, and one commit, for all. Null for a post whose token does not own its
  * `botId` (or is unknown): the caller then works out 401 vs 404.
  *
- * Shards: bots.shard_counts holds each shard's latest count (element shard_id + 1). A per-shard
- * post sets its own element (and, with a shard count, drops the elements beyond it), and the bot's
- * server_count becomes the sum of the elements; a post without a shard id empties the array and
- * sets the total it carries. The array is read from the row once it is locked, so two shards
- * posting at once each see the other's count.
+ * Shards: bot_shard_counts holds each shard's latest count, one row per shard that has posted. A
+ * per-shard post writes its own row (and, with a shard count, deletes the rows of the shards at or
+ * beyond it), and the bot's server_count becomes the sum of the rows; a post without a shard id
+ * deletes them and sets the total it carries. The rows are read once the bot's row is locked, so
+ * two shards posting at once each see the other's count, and a post's cost follows the shards
+ * that have posted, not its shard id (migration 20261125140000_shard_counts_table).
  *
  * The statement is the function `botdir_write_stats` (migration 20261123150000): one statement
  * locks the bots' rows FOR NO KEY UPDATE (what the UPDATE takes anyway, so it never waits for the
@@ -211,7 +212,8 @@ const MAX_TOTAL = Number.MAX_SAFE_INTEGER;
 export async function writeStats(db: Db, inputs: readonly StatsWrite[]): Promise<(WriteResult | null)[]> {
   const { rows } = await db.pool.query<{ i: string; id: string; changed: boolean }>({
     name: "api.stats",
-    // Migration 20261123150000_bot_writes_lock_then_update: locks (rows in id order), then writes.
+    // Migrations 20261123150000_bot_writes_lock_then_update (locks, rows in id order, then writes)
+    // and 20261125140000_shard_counts_table (a row per shard).
     text: "SELECT i, id, changed FROM botdir_write_stats($1::char(64)[], $2::varchar[], $3::bigint[], $4::timestamptz[], $5::int[], $6::int[], $7::bigint)",
     values: [
       inputs.map((x) => x.tokenHash),

@@ -15,6 +15,13 @@ export const WIDGET_CACHE_SECONDS = 300;
 /** How long a process keeps its own copy of a badge's counts, read only while Redis is unreachable. */
 export const WIDGET_LOCAL_CACHE_SECONDS = 30;
 export const WIDGET_LOCAL_CACHE_ENTRIES = 10_000;
+/**
+ * How long a process remembers that an id is not listed (unknown or unapproved), answering its
+ * badge with no I/O. A bot approved meanwhile shows within this (its badge may stay cached by
+ * browsers for the 5 minutes of Cache-Control anyway). In-process only, so made-up ids cannot
+ * fill Redis, and bounded like the local copies (oldest forgotten first).
+ */
+export const WIDGET_MISS_CACHE_SECONDS = 60;
 
 export interface Caches {
   /** The key the site's bot page is cached under. */
@@ -24,8 +31,9 @@ export interface Caches {
   /**
    * The widget's counts through the caches: Redis; while Redis is unreachable, this process's own
    * short-lived copy; on a miss `load`, run once for all the concurrent misses of one bot in this
-   * process (single-flight) and written back to both. A null answer (not listed) is not cached; a
-   * failing `load` rejects every caller that shared it.
+   * process (single-flight) and written back to both. A null answer (not listed) is kept in this
+   * process only, for WIDGET_MISS_CACHE_SECONDS, and answered before Redis is asked; a failing
+   * `load` rejects every caller that shared it.
    */
   widget(botId: string, load: () => Promise<WidgetCounts | null>): Promise<WidgetCounts | null>;
 }
@@ -42,6 +50,11 @@ export function createCaches(options: {
   const clock = options.clock ?? systemClock;
   const local = createLocalCache<WidgetCounts>({
     ttlMs: WIDGET_LOCAL_CACHE_SECONDS * 1000,
+    maxEntries: WIDGET_LOCAL_CACHE_ENTRIES,
+    now: () => clock.now().getTime(),
+  });
+  const unlisted = createLocalCache<true>({
+    ttlMs: WIDGET_MISS_CACHE_SECONDS * 1000,
     maxEntries: WIDGET_LOCAL_CACHE_ENTRIES,
     now: () => clock.now().getTime(),
   });
@@ -96,6 +109,7 @@ export function createCaches(options: {
       }
     },
     async widget(botId, load) {
+      if (unlisted.get(botId)) return null;
       const read = await readWidget(botId);
       if (read.state === "hit") return read.counts;
       if (read.state === "down") {
@@ -104,7 +118,9 @@ export function createCaches(options: {
       }
       return fills(botId, async () => {
         const counts = await load();
-        if (counts !== null) {
+        if (counts === null) {
+          unlisted.set(botId, true);
+        } else {
           local.set(botId, counts);
           await writeWidget(botId, counts);
         }
