@@ -91,6 +91,8 @@ export interface Figures {
   duplicates: number;
   /** Duplicates by the last fault before the repeated receipt. */
   duplicatesByPhase: Map<string, number>;
+  /** Receipts of repeated deliveries beyond the successful attempts PostgreSQL recorded for them. */
+  unrecordedRepeats: number;
   /** Median time from a delivery's first receipt to its repeat. */
   repeatGapMedianMs: number;
   distinctDeliveries: number;
@@ -476,11 +478,12 @@ export async function runScenario(topology: Topology, options: ScenarioOptions):
         await fault(`rolling restart: start the next api, SIGTERM ${old}`, async () => {
           enter(api, await topology.start("api"));
           const victim = live.get(old) as Replica;
+          const signalledAt = now();
           const code = await victim.process.stop();
           apiExitCodes.push(code);
           live.delete(old);
           api.remove(old);
-          return `${old} exited ${code}`;
+          return `SIGTERM at ${(signalledAt / 1000).toFixed(1)} s, exited ${code} at ${(now() / 1000).toFixed(1)} s`;
         });
       }
 
@@ -575,6 +578,13 @@ export async function runScenario(topology: Topology, options: ScenarioOptions):
 
     let duplicates = 0;
     for (const n of seen.values()) duplicates += n - 1;
+    // What PostgreSQL knows of the repeated deliveries: one recorded success per receipt (each
+    // attempt's result was recorded: a retry after a failure or a lost job), or fewer (an attempt
+    // was sent and its result never recorded).
+    const repeated = [...seen].filter(([, n]) => n > 1);
+    const recorded = await topology.recordedAttempts(repeated.map(([id]) => id));
+    let unrecordedRepeats = 0;
+    for (const [id, n] of repeated) unrecordedRepeats += Math.max(0, n - (recorded.get(id)?.ok ?? 0));
     return {
       votes,
       checks,
@@ -585,6 +595,7 @@ export async function runScenario(topology: Topology, options: ScenarioOptions):
       undelivered,
       duplicates,
       duplicatesByPhase,
+      unrecordedRepeats,
       repeatGapMedianMs: repeatGapsMs.sort((a, b) => a - b)[Math.floor(repeatGapsMs.length / 2)] ?? 0,
       distinctDeliveries: seen.size,
       lastDeliveryAfterLoadMs: Math.max(0, lastReceiptAt - loadEnd),
@@ -625,7 +636,9 @@ export function violations(f: Figures, options: ScenarioOptions): string[] {
         ...f.duplicatesByPhase,
       ]
         .map(([phase, n]) => `${phase === "before any fault" ? phase : `after "${phase}"`}: ${n}`)
-        .join(", ")}; median ${(f.repeatGapMedianMs / 1000).toFixed(1)} s after the first receipt)`,
+        .join(
+          ", ",
+        )}; median ${(f.repeatGapMedianMs / 1000).toFixed(1)} s after the first receipt; ${f.unrecordedRepeats} receipts beyond the successful attempts PostgreSQL recorded)`,
     );
   for (const [name, tally] of [
     ["votes", f.votes],

@@ -98,6 +98,8 @@ export interface Topology {
   receiver: Receiver;
   keys: ReturnType<typeof freshKeys>;
   databaseName: string;
+  /** Attempts PostgreSQL recorded for each of `deliveryIds` (successful ones, all ones). */
+  recordedAttempts(deliveryIds: string[]): Promise<Map<string, { ok: number; all: number }>>;
   /** Starts one more replica of `app`, named e.g. `api-3`. */
   start(app: AppName): Promise<Replica>;
   replicas: Replica[];
@@ -205,6 +207,19 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
       keys,
       databaseName,
       replicas,
+      async recordedAttempts(deliveryIds) {
+        const db = createDb({ url: directUrl, poolMax: 1, connectionTimeoutMs: 10_000 });
+        try {
+          const { rows } = await db.pool.query<{ id: string; ok: number; all: number }>(
+            `SELECT delivery_id AS id, count(*) FILTER (WHERE error_kind IS NULL)::int AS ok, count(*)::int AS all
+               FROM webhook_attempts WHERE delivery_id = ANY($1::uuid[]) GROUP BY delivery_id`,
+            [deliveryIds],
+          );
+          return new Map(rows.map((r) => [r.id, { ok: r.ok, all: r.all }]));
+        } finally {
+          await db.close();
+        }
+      },
       async start(app) {
         const n = (counters.get(app) ?? 0) + 1;
         counters.set(app, n);
