@@ -14,6 +14,8 @@ export interface Tally {
   serverErrors: { at: number; status: number; body: string; replica: string }[];
   /** When and where connections were reset, first few kept for the report. */
   resetSamples: { at: number; replica: string; code: string; reused: boolean }[];
+  /** Answer times (ms) of every answered request. */
+  answerMs: number[];
   /** Sends skipped because too many requests of this kind were already in flight. */
   skipped: number;
 }
@@ -29,6 +31,7 @@ export function newTally(): Tally {
     errors: new Map(),
     serverErrors: [],
     resetSamples: [],
+    answerMs: [],
     skipped: 0,
   };
 }
@@ -37,6 +40,7 @@ export function record(tally: Tally, outcome: Outcome, at: number): void {
   tally.sent++;
   switch (outcome.kind) {
     case "answered":
+      tally.answerMs.push(outcome.ms);
       tally.statuses.set(outcome.status, (tally.statuses.get(outcome.status) ?? 0) + 1);
       if (outcome.status >= 500) {
         tally.serverErrors.push({
@@ -78,4 +82,10 @@ export function failures(tally: Tally): number {
   let errors = 0;
   for (const n of tally.errors.values()) errors += n;
   return tally.refused + tally.resetsReused + tally.resetsNew + tally.timeouts + errors;
+}
+
+/** The `p`th percentile (0–100) of the answer times, ms. */
+export function percentile(tally: Tally, p: number): number {
+  const sorted = [...tally.answerMs].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
 }
