@@ -91,8 +91,10 @@ export interface Figures {
   duplicates: number;
   /** Duplicates by the last fault before the repeated receipt. */
   duplicatesByPhase: Map<string, number>;
-  /** Receipts of repeated deliveries beyond the successful attempts PostgreSQL recorded for them. */
+  /** Receipts of repeated deliveries beyond the attempts PostgreSQL recorded for them. */
   unrecordedRepeats: number;
+  /** Error kinds of the failed attempts PostgreSQL recorded for repeated deliveries. */
+  failedKinds: Map<string, number>;
   /** Median time from a delivery's first receipt to its repeat. */
   repeatGapMedianMs: number;
   distinctDeliveries: number;
@@ -580,13 +582,18 @@ export async function runScenario(topology: Topology, options: ScenarioOptions):
 
     let duplicates = 0;
     for (const n of seen.values()) duplicates += n - 1;
-    // What PostgreSQL knows of the repeated deliveries: one recorded success per receipt (each
-    // attempt's result was recorded: a retry after a failure or a lost job), or fewer (an attempt
-    // was sent and its result never recorded).
+    // What PostgreSQL knows of the repeated deliveries: a repeat after a recorded failed attempt
+    // (the receiver got a request the dispatcher took for failed: a retry by design), or a receipt
+    // with no recorded attempt behind it (sent, and its result never recorded).
     const repeated = [...seen].filter(([, n]) => n > 1);
     const recorded = await topology.recordedAttempts(repeated.map(([id]) => id));
     let unrecordedRepeats = 0;
-    for (const [id, n] of repeated) unrecordedRepeats += Math.max(0, n - (recorded.get(id)?.ok ?? 0));
+    const failedKinds = new Map<string, number>();
+    for (const [id, n] of repeated) {
+      const attempts = recorded.get(id) ?? [];
+      unrecordedRepeats += Math.max(0, n - attempts.length);
+      for (const kind of attempts) if (kind !== null) failedKinds.set(kind, (failedKinds.get(kind) ?? 0) + 1);
+    }
     return {
       votes,
       checks,
@@ -598,6 +605,7 @@ export async function runScenario(topology: Topology, options: ScenarioOptions):
       duplicates,
       duplicatesByPhase,
       unrecordedRepeats,
+      failedKinds,
       repeatGapMedianMs: repeatGapsMs.sort((a, b) => a - b)[Math.floor(repeatGapsMs.length / 2)] ?? 0,
       distinctDeliveries: seen.size,
       lastDeliveryAfterLoadMs: Math.max(0, lastReceiptAt - loadEnd),
@@ -640,7 +648,7 @@ export function violations(f: Figures, options: ScenarioOptions): string[] {
         .map(([phase, n]) => `${phase === "before any fault" ? phase : `after "${phase}"`}: ${n}`)
         .join(
           ", ",
-        )}; median ${(f.repeatGapMedianMs / 1000).toFixed(1)} s after the first receipt; ${f.unrecordedRepeats} receipts beyond the successful attempts PostgreSQL recorded)`,
+        )}; median ${(f.repeatGapMedianMs / 1000).toFixed(1)} s after the first receipt; ${f.unrecordedRepeats} receipts with no recorded attempt; recorded failed attempts: ${[...f.failedKinds].map(([k, n]) => `${k} ×${n}`).join(", ") || "none"})`,
     );
   for (const [name, tally] of [
     ["votes", f.votes],

@@ -98,8 +98,8 @@ export interface Topology {
   receiver: Receiver;
   keys: ReturnType<typeof freshKeys>;
   databaseName: string;
-  /** Attempts PostgreSQL recorded for each of `deliveryIds` (successful ones, all ones). */
-  recordedAttempts(deliveryIds: string[]): Promise<Map<string, { ok: number; all: number }>>;
+  /** Attempts PostgreSQL recorded for `deliveryIds`: per delivery, each attempt's error kind (null: success). */
+  recordedAttempts(deliveryIds: string[]): Promise<Map<string, (string | null)[]>>;
   /** Starts one more replica of `app`, named e.g. `api-3`. */
   start(app: AppName): Promise<Replica>;
   replicas: Replica[];
@@ -210,12 +210,14 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
       async recordedAttempts(deliveryIds) {
         const db = createDb({ url: directUrl, poolMax: 1, connectionTimeoutMs: 10_000 });
         try {
-          const { rows } = await db.pool.query<{ id: string; ok: number; all: number }>(
-            `SELECT delivery_id AS id, count(*) FILTER (WHERE error_kind IS NULL)::int AS ok, count(*)::int AS all
-               FROM webhook_attempts WHERE delivery_id = ANY($1::uuid[]) GROUP BY delivery_id`,
+          const { rows } = await db.pool.query<{ id: string; kind: string | null }>(
+            `SELECT delivery_id AS id, error_kind AS kind FROM webhook_attempts
+              WHERE delivery_id = ANY($1::uuid[]) ORDER BY delivery_id, attempted_at`,
             [deliveryIds],
           );
-          return new Map(rows.map((r) => [r.id, { ok: r.ok, all: r.all }]));
+          const attempts = new Map<string, (string | null)[]>();
+          for (const r of rows) attempts.set(r.id, [...(attempts.get(r.id) ?? []), r.kind]);
+          return attempts;
         } finally {
           await db.close();
         }
