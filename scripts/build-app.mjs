@@ -9,7 +9,7 @@
 // are bundled as entry points of their own and pino finds them through
 // globalThis.__bundlerPathsOverrides (pino's documented hook for bundlers).
 // Why esbuild and what it measures: docs/operations.md ("Build and image").
-import { mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { build } from "esbuild";
@@ -17,12 +17,23 @@ import { build } from "esbuild";
 /** The lowest Node line that runs the bundle: this machine's tests; the images run Node 24. */
 export const TARGET = "node20.19";
 
+// `--asset=<package>/<path>`: a file of an npm dependency that the app serves as is (not code it
+// imports), copied to dist/assets/<file name>, where the app looks for it first
+// (apps/api/src/services/docs-page.ts: the API reference page's renderer).
+const ASSET_FLAG = "--asset=";
+const assets = process.argv
+  .slice(2)
+  .filter((arg) => arg.startsWith(ASSET_FLAG))
+  .map((arg) => arg.slice(ASSET_FLAG.length));
 const entryPoints = Object.fromEntries(
-  process.argv.slice(2).map((arg) => {
-    const [name, entry] = arg.split("=");
-    if (!name || !entry) throw new Error(`usage: build-app.mjs name=src/entry.ts …  (got "${arg}")`);
-    return [name, entry];
-  }),
+  process.argv
+    .slice(2)
+    .filter((arg) => !arg.startsWith(ASSET_FLAG))
+    .map((arg) => {
+      const [name, entry] = arg.split("=");
+      if (!name || !entry) throw new Error(`usage: build-app.mjs name=src/entry.ts …  (got "${arg}")`);
+      return [name, entry];
+    }),
 );
 if (Object.keys(entryPoints).length === 0) entryPoints.main = "src/main.ts";
 const ownEntries = Object.keys(entryPoints);
@@ -76,6 +87,10 @@ await build({
 // dist/ runs on its own (the image copies only dist/): its .js files are ES modules.
 mkdirSync(outdir, { recursive: true });
 writeFileSync(path.join(outdir, "package.json"), `${JSON.stringify({ type: "module" })}\n`);
+for (const asset of assets) {
+  mkdirSync(path.join(outdir, "assets"), { recursive: true });
+  copyFileSync(fromHere.resolve(asset), path.join(outdir, "assets", path.basename(asset)));
+}
 const sizes = ownEntries.map(
   (name) => `dist/${name}.js ${(statSync(path.join(outdir, `${name}.js`)).size / 1e6).toFixed(1)} MB`,
 );

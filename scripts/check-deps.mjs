@@ -29,6 +29,7 @@ const TOOLS = new Set([
   "prisma",
   "@prisma/client", // imported by the generated client (src/generated, not scanned)
   "pino-pretty",
+  "redoc", // its standalone bundle is a file the API serves at /docs (services/docs-page.ts)
   "testcontainers",
   "@types/express",
   "@types/pg",

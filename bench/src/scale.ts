@@ -115,8 +115,8 @@ async function seed(
     [deliveries],
   );
   await client.query(
-    `INSERT INTO webhook_attempts (delivery_id, bot_id, attempt_number, status_code, duration_ms, attempted_at)
-     SELECT d.id, d.bot_id, n, CASE WHEN d.state = 'delivered' THEN 204 ELSE 500 END, 5,
+    `INSERT INTO webhook_attempts (delivery_id, bot_id, series, attempt_number, status_code, duration_ms, attempted_at)
+     SELECT d.id, d.bot_id, 0, n, CASE WHEN d.state = 'delivered' THEN 204 ELSE 500 END, 5,
             d.created_at + n * interval '1 millisecond'
        FROM webhook_deliveries d, generate_series(1, d.attempts_made) n`,
   );
@@ -125,6 +125,22 @@ async function seed(
   await client.query("VACUUM ANALYZE");
   await client.end();
   return { tokens, seconds: Math.round((Date.now() - started) / 100) / 10 };
+}
+
+/** A counter of pg_stat_user_indexes for `index`, once idle backends have flushed their statistics. */
+async function indexStat(
+  client: pg.Client,
+  index: string,
+  column: "idx_scan" | "idx_tup_read",
+): Promise<number> {
+  // An idle backend flushes its statistics within PGSTAT_IDLE_INTERVAL (10 s).
+  await new Promise((r) => setTimeout(r, 11_000));
+  await client.query("SELECT pg_stat_clear_snapshot()");
+  const { rows } = await client.query<{ n: string }>(
+    `SELECT ${column} AS n FROM pg_stat_user_indexes WHERE indexrelname = $1`,
+    [index],
+  );
+  return Number(rows[0]?.n ?? 0);
 }
 
 /** One Redis command over RESP (the bench has no Redis client of its own). */
@@ -506,32 +522,44 @@ async function main(): Promise<void> {
     // start of its 30 days, in the middle and two days before the end. Each position has at least
     // 100 votes after it in both data sets, so every request answers 100 rows; the cost that counts
     // is large / small at the same position, and start / end within the large one (5.5 M votes).
-    const cursorPages: Record<string, Record<string, { p50: number; p99: number }>> = {};
+    // Besides the time, the index entries each page read (idx_tup_read of the log's index, from
+    // PostgreSQL's statistics): the cost that does not move with the machine's load.
+    const cursorPages: Record<
+      string,
+      Record<string, { p50: number; p99: number; indexTuplesPerPage: number }>
+    > = {};
     if (want("cursor")) {
       const positions = { start: 30, middle: 15, end: 2 } as const;
+      const PAGES = 20;
       for (const s of stacks) {
         cursorPages[s.name] = {};
+        const client = new pg.Client({ connectionString: s.dbUrl });
+        await client.connect();
         for (const [position, daysAgo] of Object.entries(positions)) {
           const since = new Date(Date.now() - daysAgo * 86_400_000).toISOString();
           const first = await hotGet(s, `/api/v1/bots/${HOT}/votes?since=${since}&limit=100`);
           const cursor = (JSON.parse(first.text) as { nextCursor?: string }).nextCursor;
           if (cursor === undefined) throw new Error(`no cursor at the ${position} of the ${s.name} log`);
+          const before = await indexStat(client, "vote_log_bot_newest_cover_idx", "idx_tup_read");
           const latencies: number[] = [];
-          for (let i = 0; i < 25; i++) {
-            const page = await hotGet(s, `/api/v1/bots/${HOT}/votes?cursor=${cursor}&limit=100`);
-            if (i >= 5) latencies.push(page.ms);
+          for (let i = 0; i < PAGES; i++) {
+            latencies.push((await hotGet(s, `/api/v1/bots/${HOT}/votes?cursor=${cursor}&limit=100`)).ms);
           }
-          cursorPages[s.name]![position] = { p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+          const read = (await indexStat(client, "vote_log_bot_newest_cover_idx", "idx_tup_read")) - before;
+          cursorPages[s.name]![position] = {
+            p50: percentile(latencies.slice(5), 50),
+            p99: percentile(latencies.slice(5), 99),
+            indexTuplesPerPage: Math.round((read / PAGES) * 10) / 10,
+          };
         }
+        await client.end();
       }
+      const line = (name: string) =>
+        Object.values(cursorPages[name] ?? {})
+          .map((r) => `${r.p50} ms/${r.indexTuplesPerPage} entries`)
+          .join(", ");
       log(
-        `hot bot cursor page of 100 (p50 ms, start / middle / end of the log): small ${Object.values(
-          cursorPages.small ?? {},
-        )
-          .map((r) => r.p50)
-          .join(" / ")}, large ${Object.values(cursorPages.large ?? {})
-          .map((r) => r.p50)
-          .join(" / ")}`,
+        `hot bot cursor page of 100 (start, middle, end of the log): small ${line("small")}; large ${line("large")}`,
       );
     }
 
@@ -541,15 +569,7 @@ async function main(): Promise<void> {
       for (const s of stacks) {
         const client = new pg.Client({ connectionString: s.dbUrl });
         await client.connect();
-        const scans = async () => {
-          // An idle backend flushes its statistics within PGSTAT_IDLE_INTERVAL (10 s).
-          await new Promise((r) => setTimeout(r, 11_000));
-          await client.query("SELECT pg_stat_clear_snapshot()");
-          const { rows } = await client.query<{ n: string }>(
-            "SELECT idx_scan AS n FROM pg_stat_user_indexes WHERE indexrelname = 'vote_counts_pkey'",
-          );
-          return Number(rows[0]?.n ?? 0);
-        };
+        const scans = () => indexStat(client, "vote_counts_pkey", "idx_scan");
         await redisCommand(s.redisUrl, "DEL", `botdir:widget:bot:${HOT}`);
         const before = await scans();
         const latencies: number[] = [];

@@ -11,6 +11,7 @@ import { createApiMetrics, instrumentLimiter } from "./metrics.js";
 import { registerCheck } from "./routes/check.js";
 import { registerCommands } from "./routes/commands.js";
 import { registerDeliveries } from "./routes/deliveries.js";
+import { registerDocs } from "./routes/docs.js";
 import { registerHealth } from "./routes/health.js";
 import { registerOpenApi } from "./routes/openapi.js";
 import { registerRedeliver } from "./routes/redeliver.js";
@@ -101,6 +102,7 @@ export function createApp(deps: ApiDeps): ApiApp {
   registerWidget(router, ctx);
   registerHealth(router, deps);
   registerOpenApi(router);
+  registerDocs(router);
 
   app.use(notFound());
   app.use(errorHandler(deps.logger));

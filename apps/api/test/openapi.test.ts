@@ -1,5 +1,20 @@
+import {
+  CommandsBody,
+  CommandsPostBody,
+  CommandsResponse,
+  DeliveryAttemptsResponse,
+  ErrorBody,
+  HealthBody,
+  RedeliverResponse,
+  StatsBody,
+  StatsResponse,
+  VoteCheckResult,
+  VotesPage,
+  WebhookPayload,
+} from "@botdir/schema";
 import type { Express } from "express";
 import request from "supertest";
+import type { ZodType } from "zod";
 import type { ApiApp } from "../src/app.js";
 import { createHarness, type Harness } from "./support.js";
 
@@ -117,5 +132,70 @@ describe("GET /api/v1/openapi.json", () => {
     const page = doc.components.schemas.VotesPage;
     expect(Object.keys(page.properties)).toEqual(["votes", "nextCursor"]);
     expect(page.required).toEqual(["votes"]);
+  });
+
+  it("gives every JSON request and response an example, each one valid against its zod schema", async () => {
+    const doc = (await request(app).get("/api/v1/openapi.json")).body;
+    const schemas: Record<string, ZodType> = {
+      CommandsBody,
+      CommandsPostBody,
+      CommandsResponse,
+      StatsBody,
+      StatsResponse,
+      VoteCheckResult,
+      VotesPage,
+      DeliveryAttemptsResponse,
+      RedeliverResponse,
+      Error: ErrorBody.strict(),
+      Health: HealthBody,
+      WebhookPayload,
+    };
+    const media: { where: string; media: { schema: { $ref?: string }; example?: unknown } }[] = [];
+    const operations = [
+      ...Object.entries(doc.paths).flatMap(([path, ops]) =>
+        Object.entries(ops as object).map(([m, op]) => [`${m} ${path}`, op]),
+      ),
+      ...Object.entries(doc.webhooks).flatMap(([name, ops]) =>
+        Object.entries(ops as object).map(([m, op]) => [`${m} ${name}`, op]),
+      ),
+    ] as [string, { requestBody?: { content: object }; responses: Record<string, { content?: object }> }][];
+    for (const [where, op] of operations) {
+      const json = (content?: object) => (content as Record<string, never> | undefined)?.["application/json"];
+      const body = json(op.requestBody?.content);
+      // Every JSON body of a component schema (the document itself, at openapi.json, has none).
+      if (body) media.push({ where: `${where} request`, media: body });
+      for (const [status, response] of Object.entries(op.responses)) {
+        const content = json(response.content);
+        if (content && where !== "get /api/v1/openapi.json")
+          media.push({ where: `${where} ${status}`, media: content });
+      }
+    }
+    expect(media.length).toBeGreaterThan(60);
+    const problems = media.flatMap(({ where, media: m }) => {
+      const name = m.schema.$ref?.replace("#/components/schemas/", "") ?? "";
+      const schema = schemas[name];
+      if (m.example === undefined) return [`${where}: no example`];
+      if (schema === undefined) return [`${where}: ${name} has no zod schema in this test`];
+      return schema.safeParse(m.example).success ? [] : [`${where}: the example is not a valid ${name}`];
+    });
+    expect(problems).toEqual([]);
+  });
+
+  it("describes the vote.create webhook as an OpenAPI 3.1 webhook with its headers and a 410 that disables it", async () => {
+    const doc = (await request(app).get("/api/v1/openapi.json")).body;
+    const hook = doc.webhooks["vote.create"].post;
+    expect(hook.requestBody.content["application/json"].schema).toEqual({
+      $ref: "#/components/schemas/WebhookPayload",
+    });
+    expect(hook.parameters.map((p: { name: string }) => p.name)).toEqual(
+      expect.arrayContaining([
+        "Authorization",
+        "X-Webhook-Event",
+        "X-Webhook-Delivery",
+        "X-Webhook-Signature-256",
+        "webhook-signature",
+      ]),
+    );
+    expect(Object.keys(hook.responses).sort()).toEqual(["2XX", "410", "default"]);
   });
 });

@@ -25,6 +25,7 @@ import { admit, answeringRefusals, countConfirmed, limitFirst } from "../http/ac
 import { allowOnly } from "../http/methods.js";
 import { requireTokenHash } from "../services/auth.js";
 import { listVotes, listVotesSince, type VoteLogRange } from "../services/bots.js";
+import type { NewWindow, RateDecision } from "../services/ratelimit.js";
 import {
   decodeVoteCursor,
   encodeVoteCursor,
@@ -54,40 +55,42 @@ function readPageRequest(query: unknown): PageRequest {
   };
 }
 
-export function registerVotes(router: Router, ctx: ApiContext): void {
-  const paged = async (
-    req: Request<{ id?: string }>,
-    res: Response,
-    tokenHash: string,
-    first: Awaited<ReturnType<typeof limitFirst>>,
-  ) => {
-    let request: PageRequest;
-    try {
-      request = readPageRequest(req.query);
-    } catch (error) {
-      if (!(error instanceof ApiError)) throw error;
-      // The 400 comes after 401, 404 and 429: the token is still looked up and counted.
-      const botId = await ctx.authenticate(tokenHash);
-      const rate = await countConfirmed(ctx, "votes", tokenHash, first, botId);
-      admit(res, { tokenBotId: botId, pathId: req.params.id, rate });
-      throw error;
-    }
-    const until = new Date(ctx.clock.now().getTime() - VOTE_CURSOR_SETTLE_MS);
-    const page = await listVotesSince(ctx.db, tokenHash, { ...request.range, until });
-    const rate = await countConfirmed(ctx, "votes", tokenHash, first, page?.botId ?? null);
-    const botId = admit(res, { tokenBotId: page?.botId ?? null, pathId: req.params.id, rate });
-    requireOwnCursor(request.cursor, botId);
-    const body: VotesPage = { votes: page?.votes ?? [] };
-    if (page?.next) body.nextCursor = encodeVoteCursor({ botId, ...page.next });
-    sendJson(res, body);
-  };
+/** The since/cursor answer, after limitFirst (`first`): a page oldest first, with nextCursor. */
+async function sendVotePage(
+  ctx: ApiContext,
+  req: Request<{ id?: string }>,
+  res: Response,
+  tokenHash: string,
+  first: RateDecision | NewWindow,
+): Promise<void> {
+  let request: PageRequest;
+  try {
+    request = readPageRequest(req.query);
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    // The 400 comes after 401, 404 and 429: the token is still looked up and counted.
+    const botId = await ctx.authenticate(tokenHash);
+    const rate = await countConfirmed(ctx, "votes", tokenHash, first, botId);
+    admit(res, { tokenBotId: botId, pathId: req.params.id, rate });
+    throw error;
+  }
+  const until = new Date(ctx.clock.now().getTime() - VOTE_CURSOR_SETTLE_MS);
+  const page = await listVotesSince(ctx.db, tokenHash, { ...request.range, until });
+  const rate = await countConfirmed(ctx, "votes", tokenHash, first, page?.botId ?? null);
+  const botId = admit(res, { tokenBotId: page?.botId ?? null, pathId: req.params.id, rate });
+  requireOwnCursor(request.cursor, botId);
+  const body: VotesPage = { votes: page?.votes ?? [] };
+  if (page?.next) body.nextCursor = encodeVoteCursor({ botId, ...page.next });
+  sendJson(res, body);
+}
 
+export function registerVotes(router: Router, ctx: ApiContext): void {
   const handler = answeringRefusals(async (req: Request<{ id?: string }>, res: Response) => {
     const tokenHash = requireTokenHash(req);
     // Limited: refused after authentication alone; unknown token: no window opened in Redis.
     const first = await limitFirst(ctx, res, "votes", tokenHash, req.params.id);
     if (req.query.since !== undefined || req.query.cursor !== undefined) {
-      return paged(req, res, tokenHash, first);
+      return sendVotePage(ctx, req, res, tokenHash, first);
     }
     const limit = clampLimit(req.query.limit);
     const page = await listVotes(ctx.db, tokenHash, limit);

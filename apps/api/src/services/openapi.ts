@@ -18,6 +18,7 @@ import {
   type JsonObject,
   jsonContent as json,
   toJsonSchema as jsonSchema,
+  MESSAGES,
   RedeliverResponse,
   schemaRef as ref,
   StatsBody,
@@ -28,8 +29,15 @@ import {
   VOTES_LIMIT,
   VoteCheckResult,
   VotesPage,
+  WEBHOOK_EVENT,
+  WEBHOOK_HEADERS,
+  WEBHOOK_MAX_ATTEMPTS,
+  WEBHOOK_TIMEOUT_MS,
+  WEBHOOK_USER_AGENT,
+  WebhookPayload,
 } from "@botdir/schema";
 import { DEFAULT_LIMITS, type LimitedEndpoint, WINDOW_SECONDS } from "./ratelimit.js";
+import { CURSOR_MESSAGES, encodeVoteCursor } from "./vote-cursor.js";
 
 const rateHeaders = {
   "RateLimit-Limit": { description: "Requests allowed per window.", schema: { type: "integer" } },
@@ -42,6 +50,24 @@ const rateHeaders = {
     schema: { type: "integer" },
   },
   "RateLimit-Policy": { description: `\`<limit>;w=${WINDOW_SECONDS}\``, schema: { type: "string" } },
+};
+
+/** `response` (a response object with one JSON content) with `example` as its example body. */
+function withExample(response: JsonObject, example: unknown): JsonObject {
+  const content = response.content as Record<string, JsonObject>;
+  const [type, media] = Object.entries(content)[0] ?? [];
+  return type === undefined ? response : { ...response, content: { [type]: { ...media, example } } };
+}
+
+/** The error body each shared status answers with (the spec's sentences). */
+const ERROR_EXAMPLES: Record<number, JsonObject> = {
+  400: { error: "commands[1].name must be 1 to 32 characters long." },
+  401: { error: MESSAGES.invalidToken },
+  404: { error: MESSAGES.botNotFound },
+  409: { error: DELIVERY_MESSAGES.pending },
+  413: { error: MESSAGES.bodyTooLarge },
+  429: { error: MESSAGES.rateLimited, retryAfter: 42 },
+  500: { error: MESSAGES.internal },
 };
 
 function authenticatedErrors(statuses: number[]): JsonObject {
@@ -63,7 +89,9 @@ function authenticatedErrors(statuses: number[]): JsonObject {
       { "Retry-After": { schema: { type: "integer" } } },
     ),
   };
-  return Object.fromEntries(statuses.map((status) => [String(status), all[status]]));
+  return Object.fromEntries(
+    statuses.map((status) => [String(status), withExample(all[status] ?? {}, ERROR_EXAMPLES[status])]),
+  );
 }
 
 const idParam = {
@@ -87,24 +115,39 @@ function operation(input: {
   errors: number[];
   /** Descriptions that replace the shared ones for this operation, by status. */
   errorNotes?: Record<number, string>;
+  /** Error sentences that replace the shared examples for this operation, by status. */
+  errorExamples?: Record<number, string>;
+  /** An example request body (with `body`) and success body. */
+  examples: { request?: unknown; response: unknown };
 }): JsonObject {
+  const responses: Record<string, JsonObject> = {
+    [String(input.status ?? 200)]: withExample(
+      { description: "OK", headers: rateHeaders, content: json(ref(input.response)) },
+      input.examples.response,
+    ),
+    ...(authenticatedErrors(input.errors) as Record<string, JsonObject>),
+  };
+  for (const [status, text] of Object.entries(input.errorNotes ?? {})) {
+    responses[status] = withExample(errorResponse(text), ERROR_EXAMPLES[Number(status)]);
+  }
+  for (const [status, sentence] of Object.entries(input.errorExamples ?? {})) {
+    const response = responses[status];
+    if (response) responses[status] = withExample(response, { error: sentence });
+  }
   return {
     summary: input.summary,
     description: `${input.description}\n\nRate limit: ${DEFAULT_LIMITS[input.endpoint]} requests per token per minute.`,
     security: [{ botToken: [] }],
     parameters: [...(input.withId ? [idParam] : []), ...(input.parameters ?? [])],
-    ...(input.body ? { requestBody: { required: true, content: json(ref(input.body)) } } : {}),
-    responses: {
-      [String(input.status ?? 200)]: {
-        description: "OK",
-        headers: rateHeaders,
-        content: json(ref(input.response)),
-      },
-      ...authenticatedErrors(input.errors),
-      ...Object.fromEntries(
-        Object.entries(input.errorNotes ?? {}).map(([status, text]) => [status, errorResponse(text)]),
-      ),
-    },
+    ...(input.body
+      ? {
+          requestBody: withExample(
+            { required: true, content: json(ref(input.body)) },
+            input.examples.request,
+          ),
+        }
+      : {}),
+    responses,
   };
 }
 
@@ -153,6 +196,17 @@ const deliveryIdParam = {
   schema: { type: "string" },
 };
 
+const EXAMPLE_COMMANDS = [
+  { name: "ping", description: "Checks the latency", type: 1 },
+  {
+    name: "rank",
+    description: "Shows a member's rank",
+    type: 1,
+    options: [{ type: 6, name: "member", description: "Whose rank", required: false }],
+  },
+];
+const EXAMPLE_DELIVERY_ID = "6fa459ea-ee8a-4ca4-894e-db77e160355e";
+
 const ALIAS_NOTE =
   "Same as the route with an id, for clients written for top.gg (@top-gg/sdk v3, dblapi.js, topggpy) that leave the id out: the bot is the token's.";
 
@@ -165,6 +219,7 @@ function buildPaths(): JsonObject {
     body: "CommandsBody",
     response: "CommandsResponse",
     errors: [400, 401, 404, 413, 429, 500],
+    examples: { request: { commands: EXAMPLE_COMMANDS }, response: { success: true, count: 2 } },
   });
   const commandsAlias = operation({
     summary: "Replace the command list (discordbotlist.com client spelling)",
@@ -175,6 +230,7 @@ function buildPaths(): JsonObject {
     body: "CommandsPostBody",
     response: "CommandsResponse",
     errors: [400, 401, 404, 413, 429, 500],
+    examples: { request: EXAMPLE_COMMANDS, response: { success: true, count: 2 } },
   });
   const stats = (withId: boolean) =>
     operation({
@@ -187,6 +243,8 @@ function buildPaths(): JsonObject {
       body: "StatsBody",
       response: "StatsResponse",
       errors: [400, 401, 404, 413, 429, 500],
+      errorExamples: { 400: "server_count must be a number." },
+      examples: { request: { server_count: 1482 }, response: { success: true, server_count: 1482 } },
     });
   const check = (withId: boolean) =>
     operation({
@@ -199,6 +257,15 @@ function buildPaths(): JsonObject {
       parameters: [userIdParam],
       response: "VoteCheckResult",
       errors: [400, 401, 404, 429],
+      errorExamples: { 400: "userId is required." },
+      examples: {
+        response: {
+          voted: 1,
+          hasVoted: true,
+          votedAt: "2026-11-21T09:15:30.789Z",
+          nextVoteAt: "2026-11-21T21:15:30.789Z",
+        },
+      },
     });
   const votes = (withId: boolean) =>
     operation({
@@ -214,6 +281,20 @@ function buildPaths(): JsonObject {
       errorNotes: {
         400: "Only with `since` or `cursor`: `since` is not an ISO 8601 date-time with a time zone, the cursor is malformed, or it is another bot's.",
       },
+      errorExamples: { 400: CURSOR_MESSAGES.foreign },
+      examples: {
+        response: {
+          votes: [
+            { user_id: "223456789012345678", voted_at: "2026-11-21T06:00:04.120Z" },
+            { user_id: "323456789012345678", voted_at: "2026-11-21T06:02:51.007Z" },
+          ],
+          nextCursor: encodeVoteCursor({
+            botId: "123456789012345678",
+            votedAtMs: Date.parse("2026-11-21T06:02:51.007Z"),
+            id: "4711",
+          }),
+        },
+      },
     });
   const deliveries = operation({
     summary: "List webhook delivery attempts",
@@ -223,6 +304,34 @@ function buildPaths(): JsonObject {
     withId: true,
     response: "DeliveryAttemptsResponse",
     errors: [401, 404, 429],
+    examples: {
+      response: {
+        attempts: [
+          {
+            deliveryId: EXAMPLE_DELIVERY_ID,
+            attempt: 2,
+            series: 0,
+            statusCode: 204,
+            errorKind: null,
+            outcome: "delivered",
+            deliveryState: "delivered",
+            attemptedAt: "2026-11-21T09:16:31.002Z",
+            test: false,
+          },
+          {
+            deliveryId: EXAMPLE_DELIVERY_ID,
+            attempt: 1,
+            series: 0,
+            statusCode: 503,
+            errorKind: "http_status",
+            outcome: "failed",
+            deliveryState: "delivered",
+            attemptedAt: "2026-11-21T09:15:30.912Z",
+            test: false,
+          },
+        ],
+      },
+    },
   });
   const redeliver = operation({
     summary: "Redeliver a webhook delivery",
@@ -234,6 +343,7 @@ function buildPaths(): JsonObject {
     response: "RedeliverResponse",
     status: 202,
     errors: [401, 404, 429, 500],
+    examples: { response: { deliveryId: EXAMPLE_DELIVERY_ID, state: "pending", series: 1 } },
     errorNotes: {
       404: `\`Bot not found.\` as on every endpoint, or \`${DELIVERY_MESSAGES.notFound}\`: no delivery with this id for this bot (one body for an unknown id, another bot's delivery and an id that is not a UUID).`,
       409: `\`${DELIVERY_MESSAGES.pending}\` or \`${DELIVERY_MESSAGES.noWebhook}\``,
@@ -255,8 +365,18 @@ function buildPaths(): JsonObject {
         description: "No credential. Checks PostgreSQL and Redis with short timeouts.",
         security: [],
         responses: {
-          "200": { description: "The service can serve.", content: json(ref("Health")) },
-          "503": { description: "A dependency is down; `error` names it.", content: json(ref("Health")) },
+          "200": withExample(
+            { description: "The service can serve.", content: json(ref("Health")) },
+            { status: "ok", checks: { postgres: "ok", redis: "ok" } },
+          ),
+          "503": withExample(
+            { description: "A dependency is down; `error` names it.", content: json(ref("Health")) },
+            {
+              status: "unavailable",
+              checks: { postgres: "ok", redis: "down" },
+              error: "Redis is unreachable.",
+            },
+          ),
         },
       },
     },
@@ -276,11 +396,105 @@ function buildPaths(): JsonObject {
         },
       },
     },
+    "/docs": {
+      get: {
+        summary: "API reference page",
+        description:
+          "This document rendered for reading (Redoc), served from this origin only, under a strict Content-Security-Policy; cached 5 minutes.",
+        security: [],
+        responses: {
+          "200": { description: "The page.", content: { "text/html": { schema: { type: "string" } } } },
+        },
+      },
+    },
+    "/docs/assets/{file}": {
+      get: {
+        summary: "API reference page assets",
+        description:
+          "The renderer and its start-up script, named by a hash of their content (cached for a year); the page links them.",
+        security: [],
+        parameters: [{ name: "file", in: "path", required: true, schema: { type: "string" } }],
+        responses: {
+          "200": { description: "The file.", content: { "text/javascript": { schema: { type: "string" } } } },
+          "404": withExample(errorResponse("No such file."), { error: MESSAGES.routeNotFound }),
+        },
+      },
+    },
     "/api/v1/openapi.json": {
       get: {
         summary: "This document",
         security: [],
         responses: { "200": { description: "OpenAPI 3.1 document.", content: json({ type: "object" }) } },
+      },
+    },
+  };
+}
+
+/** A header the webhook request carries. */
+const webhookHeader = (name: string, description: string, example: string) => ({
+  name,
+  in: "header",
+  required: true,
+  description,
+  schema: { type: "string" },
+  example,
+});
+
+/** The event the service sends to the bot's webhook URL (OpenAPI 3.1 `webhooks`). */
+function buildWebhooks(): JsonObject {
+  const example: WebhookPayload = {
+    event: WEBHOOK_EVENT,
+    bot_id: "123456789012345678",
+    user_id: "223456789012345678",
+    voted_at: "2026-11-21T09:15:30.789Z",
+  };
+  return {
+    [WEBHOOK_EVENT]: {
+      post: {
+        summary: "A vote was cast",
+        description: `Sent to the bot's webhook URL for each vote. Verify it before trusting it: the HMAC-SHA256 of the raw body bytes (not re-serialised JSON) with the webhook secret, compared in constant time, or the Standard Webhooks signature (\`webhook-signature\`, within 5 minutes of \`webhook-timestamp\`). Answer 2xx within ${WEBHOOK_TIMEOUT_MS / 1000} s, then do the work. The same vote can arrive more than once: de-duplicate on \`X-Webhook-Delivery\`. Attempts: ${WEBHOOK_MAX_ATTEMPTS} in all, retried after 1 min, 5 min, 30 min and 2 h; redirects are not followed.`,
+        security: [],
+        parameters: [
+          webhookHeader("Authorization", "The webhook secret, verbatim.", "whsec_5c1f…"),
+          webhookHeader(WEBHOOK_HEADERS.event, "The event name; switch on it.", WEBHOOK_EVENT),
+          webhookHeader(
+            WEBHOOK_HEADERS.delivery,
+            "Unique per delivery, the same on its retries and redeliveries.",
+            "6fa459ea-ee8a-4ca4-894e-db77e160355e",
+          ),
+          webhookHeader(
+            WEBHOOK_HEADERS.signature,
+            "`sha256=` and the hex HMAC-SHA256 of the raw body, keyed with the webhook secret.",
+            "sha256=3f0a…",
+          ),
+          webhookHeader(
+            "webhook-id",
+            "Standard Webhooks: the delivery id.",
+            "6fa459ea-ee8a-4ca4-894e-db77e160355e",
+          ),
+          webhookHeader(
+            "webhook-timestamp",
+            "Standard Webhooks: seconds since the epoch, when signed.",
+            "1795252530",
+          ),
+          webhookHeader(
+            "webhook-signature",
+            "Standard Webhooks: `v1,<base64>` signatures, space-separated (two while a rotated secret overlaps).",
+            "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=",
+          ),
+          webhookHeader("User-Agent", "The service's agent.", WEBHOOK_USER_AGENT),
+        ],
+        requestBody: withExample({ required: true, content: json(ref("WebhookPayload")) }, example),
+        responses: {
+          "2XX": { description: "Received: the delivery is done (204 is used in the examples)." },
+          "410": {
+            description:
+              "Gone: the endpoint is gone for good. The webhook is disabled at once (re-enabled by the listing's webhook enable or a new URL).",
+          },
+          default: {
+            description: `Any other answer, a redirect, or no answer within ${WEBHOOK_TIMEOUT_MS / 1000} s: a failed attempt, retried on the schedule.`,
+          },
+        },
       },
     },
   };
@@ -293,10 +507,11 @@ export function buildOpenApi(): JsonObject {
       title: "Bot Listing Directory API",
       version: "1.0.0",
       description:
-        "Publish a bot's commands and server count, check and list votes. Errors are `{error}` (+ `retryAfter` on 429).",
+        "Publish a bot's commands and server count, check and list votes, and receive a signed `vote.create` webhook for each vote. Errors are `{error}` (+ `retryAfter` on 429). Readable at `GET /docs`.",
     },
     servers: [{ url: "/" }],
     paths: buildPaths(),
+    webhooks: buildWebhooks(),
     components: {
       securitySchemes: {
         botToken: {
@@ -319,6 +534,7 @@ export function buildOpenApi(): JsonObject {
         RedeliverResponse: [RedeliverResponse, "output"],
         Error: [ErrorBody, "output"],
         Health: [HealthBody, "output"],
+        WebhookPayload: [WebhookPayload, "output"],
       }),
     },
   };
