@@ -6,7 +6,8 @@
  *
  * Options: `--no-build` (dist/ is current), `--simple` (PostgreSQL directly and one Redis: the
  * single-instance setup, same scenario), `--load-seconds=N` and `--scale=F` (rates × F). DATABASE_URL names the PostgreSQL
- * server (default the local one). Everything listens on free loopback ports. A missing
+ * server (default the local one). The app replicas listen on TOPOLOGY_PORT_BASE (17020) and up,
+ * PgBouncer on TOPOLOGY_PORT_BASE - 10; Redis and the webhook receiver on free ports. A missing
  * `pgbouncer`, `redis-server` or `redis-cli` fails the suite with one line saying how to install it.
  */
 import { spawnSync } from "node:child_process";
@@ -66,6 +67,7 @@ async function main(): Promise<number> {
     topology = await startTopology({
       distributed,
       serverUrl: process.env.DATABASE_URL || "postgresql://postgres@127.0.0.1:5432/postgres",
+      portBase: Number(process.env.TOPOLOGY_PORT_BASE || 17020),
       log,
     }).catch((error: Error) => {
       // A missing binary or a store that does not start: its one line, no stack.

@@ -85,6 +85,12 @@ async function singleTopology(): Promise<RedisTopology> {
 }
 
 export interface TopologyOptions {
+  /**
+   * App replicas listen on fixed ports from here up (one new port per start), PgBouncer on
+   * portBase - 10: a free port found then released can be taken by another process before the
+   * app binds it, on a machine running other suites.
+   */
+  portBase: number;
   /** PgBouncer + Redis Cluster (true) or PostgreSQL directly + one Redis (false). */
   distributed: boolean;
   /** postgresql:// URL of the PostgreSQL server (any database). */
@@ -130,6 +136,7 @@ async function adminQuery(serverUrl: string, sql: string): Promise<void> {
 
 export async function startTopology(options: TopologyOptions): Promise<Topology> {
   const { log } = options;
+  let nextPort = options.portBase;
   const cleanups: (() => Promise<void>)[] = [];
   const replicas: Replica[] = [];
   const counters = new Map<AppName, number>();
@@ -159,7 +166,11 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
     let pgbouncer: PrivatePgBouncer | undefined;
     if (options.distributed) {
       // Enough server connections for 7 replicas' pools to wait little, far fewer than their sum.
-      const started = await startPgBouncer({ targetUrl: options.serverUrl, poolSize: 20 });
+      const started = await startPgBouncer({
+        targetUrl: options.serverUrl,
+        port: options.portBase - 10,
+        poolSize: 20,
+      });
       pgbouncer = started;
       cleanups.push(() => started.stop());
       log(`pgbouncer (transaction pooling) on ${started.port}`);
@@ -225,7 +236,7 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
       async start(app) {
         const n = (counters.get(app) ?? 0) + 1;
         counters.set(app, n);
-        const proc = await startApp(app, env, { dist: true });
+        const proc = await startApp(app, env, { dist: true, port: nextPort++ });
         const replica = { name: `${SHORT[app]}-${n}`, process: proc };
         replicas.push(replica);
         return replica;
