@@ -18,6 +18,8 @@ export interface Tally {
   answerMs: number[];
   /** Sends skipped because too many requests of this kind were already in flight. */
   skipped: number;
+  /** When each skipped send was due (ms from the load's start). */
+  skippedAt: number[];
 }
 
 export function newTally(): Tally {
@@ -33,6 +35,7 @@ export function newTally(): Tally {
     resetSamples: [],
     answerMs: [],
     skipped: 0,
+    skippedAt: [],
   };
 }
 
