@@ -17,7 +17,9 @@ const root = path.resolve(process.argv[2] ?? path.join(import.meta.dirname, ".."
 /** Layers: a package may import packages of a lower layer only. */
 const LAYERS = [
   ["@botdir/schema", "@botdir/signing", "@botdir/batcher"], // the contract and leaf libraries
-  ["@botdir/db", "@botdir/service-kit", "@botdir/webhook-targets"], // kits
+  // The SDK imports the contract for its types only (its build writes them out; it is published
+  // with no dependencies), so it sits above the contract, below the apps that use it in examples.
+  ["@botdir/db", "@botdir/service-kit", "@botdir/webhook-targets", "@botdir/sdk"], // kits
   ["@botdir/api", "@botdir/vote-ingest", "@botdir/webhook-dispatcher"], // apps
   ["@botdir/e2e", "@botdir/bench"], // suites that run the apps
 ];
@@ -36,6 +38,9 @@ const TOOLS = new Set([
   "@types/supertest",
   "@types/autocannon",
   "typescript",
+  "typescript5", // the SDK's declaration build (packages/sdk/scripts/build.mjs)
+  "publint", // run on the SDK's packed tarball (packages/sdk/test/package.test.ts)
+  "@arethetypeswrong/cli", // likewise
 ]);
 const BUILTINS = new Set(builtinModules);
 const rootManifest = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8"));

@@ -1,3 +1,4 @@
+import { Agent, request as httpRequest } from "node:http";
 import autocannon from "autocannon";
 
 export interface LoadResult {
@@ -52,4 +53,74 @@ export async function load(options: LoadOptions): Promise<LoadResult> {
     errors: result.errors + result.timeouts,
     total: result.requests.total,
   };
+}
+
+/** The mean of each figure over rounds (totals summed). */
+export function average(results: LoadResult[]): LoadResult {
+  const n = results.length;
+  const sum = (k: keyof LoadResult) => results.reduce((a, r) => a + r[k], 0);
+  return {
+    rps: Math.round(sum("rps") / n),
+    p50: Math.round((sum("p50") / n) * 10) / 10,
+    p99: Math.round((sum("p99") / n) * 10) / 10,
+    non2xx: sum("non2xx"),
+    errors: sum("errors"),
+    total: sum("total"),
+  };
+}
+
+/**
+ * Sends `rate` POSTs per second at an even pace (one every 1000/rate ms) for `durationS` seconds
+ * over up to `connections` keep-alive connections. autocannon's overallRate is not a steady rate: each
+ * connection sends its share of the second back to back and then idles until the second is over, so
+ * "500/s" arrives as bursts at the server's full speed followed by silence.
+ */
+export async function paced(
+  url: string,
+  rate: number,
+  durationS: number,
+  connections: number,
+  request: LoadOptions["request"],
+): Promise<void> {
+  const agent = new Agent({ keepAlive: true, maxSockets: connections });
+  const { hostname, port } = new URL(url);
+  const inFlight = new Set<Promise<void>>();
+  const send = () => {
+    const r = request();
+    const body = r.body ?? "";
+    const done = new Promise<void>((resolve) => {
+      const req = httpRequest(
+        {
+          agent,
+          host: hostname,
+          port,
+          method: "POST",
+          path: r.path,
+          headers: {
+            ...r.headers,
+            "content-type": "application/json",
+            "content-length": Buffer.byteLength(body),
+          },
+        },
+        (res) => {
+          res.resume();
+          res.on("end", resolve);
+          res.on("error", () => resolve());
+        },
+      );
+      req.on("error", () => resolve());
+      req.end(body);
+    }).finally(() => inFlight.delete(done));
+    inFlight.add(done);
+  };
+  const total = Math.round(rate * durationS);
+  const start = performance.now();
+  let sent = 0;
+  while (sent < total) {
+    const due = Math.min(total, Math.floor(((performance.now() - start) * rate) / 1000) + 1);
+    for (; sent < due; sent++) send();
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  await Promise.all(inFlight);
+  agent.destroy();
 }

@@ -1,5 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import { connect } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -39,7 +40,33 @@ export interface Proc {
   stop(): Promise<void>;
 }
 
-/** Starts `node --import tsx <entry>` (APP_NODE) with env; resolves when `ready()` says so. */
+/**
+ * How the apps and the floor run: "bundle" (default) as the production image runs them, `node
+ * dist/main.js` built by scripts/build-app.mjs (esbuild) at the start of the run; "source"
+ * (BENCH_APPS=source) from their TypeScript through tsx, whose loader and esbuild's keepNames
+ * wrappers production does not pay.
+ */
+export const APPS_FROM = process.env.BENCH_APPS === "source" ? "source" : "bundle";
+
+/**
+ * The file to start for `entry` (a package's TypeScript entry, e.g. "apps/api/src/main.ts"):
+ * under "bundle", builds it into that package's dist/ (one esbuild run) and returns the bundle.
+ */
+export function appEntry(entry: string): string {
+  if (APPS_FROM === "source") return entry;
+  const [packageDir, source] = entry.split("/src/") as [string, string];
+  const name = path.basename(source, ".ts");
+  execFileSync(process.execPath, [path.join(ROOT, "scripts/build-app.mjs"), `${name}=src/${source}`], {
+    cwd: path.join(ROOT, packageDir),
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  return `${packageDir}/dist/${name}.js`;
+}
+
+/**
+ * Starts `node <entry>` (a bundle, see appEntry) or `node --import tsx <entry>` (TypeScript) under
+ * APP_NODE with env.
+ */
 export async function startNode(
   name: string,
   entry: string,
@@ -47,7 +74,8 @@ export async function startNode(
   args: string[] = [],
   nodeArgs: string[] = [],
 ): Promise<Proc> {
-  const child = spawn(APP_NODE, [...nodeArgs, "--import", "tsx", path.join(ROOT, entry), ...args], {
+  const loader = entry.endsWith(".ts") ? ["--import", "tsx"] : [];
+  const child = spawn(APP_NODE, [...nodeArgs, ...loader, path.resolve(ROOT, entry), ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -119,23 +147,77 @@ export function cpuSeconds(pid: number | undefined): number {
   }
 }
 
+/** CPU seconds (user + system) so far of each process of a group, by pid. */
+export type CpuByPid = Map<number, number>;
+
 /**
- * CPU seconds of every process whose command name is `comm` (e.g. all PostgreSQL backends),
- * including the children they have reaped (the postmaster's cutime/cstime holds the CPU of
- * backends that exited, say when a pool closes idle connections, so the sum never goes down).
+ * CPU seconds of the PostgreSQL backends working for `database`, by pid (the process title names
+ * the database: "postgres: <cluster>: <user> <database> <host> <state>"). Everything else is left
+ * out: other databases' backends, and the cluster's checkpointer, WAL writer and background
+ * writer, whose work on a server shared with other users' tests is mostly theirs (creating a
+ * database from a template runs a checkpoint: the checkpointer used 7 % of a core while this
+ * machine's other test suites ran). A committing backend flushes its own WAL, so what is left out
+ * of ours is small. Compare two readings with cpuSecondsBetween.
  */
-export function cpuSecondsOf(comm: string): number {
-  let total = 0;
+export function postgresCpu(database: string): CpuByPid {
+  const byPid: CpuByPid = new Map();
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() !== comm) continue;
-      total += ticks(statFields(Number(entry)), 11, 12, 13, 14); // utime, stime, cutime, cstime
+      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() !== "postgres") continue;
+      if (!readFileSync(`/proc/${entry}/cmdline`, "utf8").includes(` ${database} `)) continue;
+      byPid.set(Number(entry), ticks(statFields(Number(entry)), 11, 12)); // utime, stime
     } catch {
       // process went away
     }
   }
+  return byPid;
+}
+
+/**
+ * CPU seconds a group used between two readings: each process's growth, a process that started
+ * in between counting from zero. One that exited in between takes its CPU since the first reading
+ * with it (a pool closing an idle connection; rare while loaded, and small).
+ */
+export function cpuSecondsBetween(before: CpuByPid, after: CpuByPid): number {
+  let total = 0;
+  for (const [pid, seconds] of after) total += seconds - (before.get(pid) ?? 0);
   return total;
+}
+
+/** One Redis command over RESP (the bench has no Redis client of its own); the raw reply. */
+export function redisCommand(url: string, ...args: string[]): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    let reply = "";
+    const socket = connect(Number(port), hostname, () => {
+      socket.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join("")}`);
+    });
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => {
+      reply += chunk;
+      // A bulk string ("$<length>\r\n<bytes>\r\n") may come in several chunks; anything else in one.
+      const bulk = /^\$(\d+)\r\n/.exec(reply);
+      if (bulk && Buffer.byteLength(reply) < bulk[0].length + Number(bulk[1]) + 2) return;
+      socket.end();
+      resolve(reply);
+    });
+    socket.once("error", reject);
+  });
+}
+
+/**
+ * Calls per command so far (`INFO commandstats`: commands a client sent and the commands its Lua
+ * scripts ran, each under its own name; EVALSHA counts the script calls).
+ */
+export async function redisCommandCalls(url: string): Promise<Record<string, number>> {
+  const calls: Record<string, number> = {};
+  for (const match of (await redisCommand(url, "INFO", "commandstats")).matchAll(
+    /^cmdstat_([^:]+):calls=(\d+)/gm,
+  )) {
+    calls[match[1] as string] = Number(match[2]);
+  }
+  return calls;
 }
 
 /**

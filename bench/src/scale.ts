@@ -15,12 +15,20 @@
 import { randomBytes } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { Agent, request as httpRequest } from "node:http";
-import { connect } from "node:net";
 import path from "node:path";
 import { createSecretBox, hashToken, migrate } from "@botdir/db";
 import pg from "pg";
 import { type LoadResult, load } from "./load.js";
-import { appNodeArgs, freePort, type Proc, ROOT, startNode, startRedisServer, waitForHttp } from "./procs.js";
+import {
+  appNodeArgs,
+  freePort,
+  type Proc,
+  ROOT,
+  redisCommand,
+  startNode,
+  startRedisServer,
+  waitForHttp,
+} from "./procs.js";
 
 const BASE_DB = process.env.DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
 const ROUND_S = Number(process.env.BENCH_ROUND_S ?? 5);
@@ -141,21 +149,6 @@ async function indexStat(
     [index],
   );
   return Number(rows[0]?.n ?? 0);
-}
-
-/** One Redis command over RESP (the bench has no Redis client of its own). */
-function redisCommand(url: string, ...args: string[]): Promise<string> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), hostname, () => {
-      socket.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join("")}`);
-    });
-    socket.once("data", (data) => {
-      resolve(data.toString());
-      socket.end();
-    });
-    socket.once("error", reject);
-  });
 }
 
 /** Votes at an even `rate` per second until `until()` (checked every second); latencies in ms. */

@@ -9,6 +9,7 @@ import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "@botdir/db/testing";
+import { waitFor } from "@botdir/service-kit/testing";
 
 export const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -30,29 +31,8 @@ export { freePort };
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** Polls `probe` every `everyMs` until it returns a truthy value; throws after `timeoutMs`. */
-export async function waitFor<T>(
-  probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
-  what: string,
-  timeoutMs = 15_000,
-  everyMs = 50,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value) return value;
-    } catch (error) {
-      lastError = error;
-    }
-    if (Date.now() > deadline) {
-      const detail = lastError instanceof Error ? ` (last error: ${lastError.message})` : "";
-      throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}${detail}`);
-    }
-    await sleep(everyMs);
-  }
-}
+/** Polls for a positive signal with a deadline (the one helper of every package's tests). */
+export { waitFor };
 
 export interface AppProcess {
   app: AppName;
@@ -182,7 +162,8 @@ export async function startApp(
         return true;
       },
       `${app} to listen on ${port}`,
-      30_000,
+      // tsx compiles the app on start: seconds on an idle machine, far more beside other suites.
+      90_000,
       100,
     );
   } catch (error) {

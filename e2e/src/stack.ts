@@ -1,7 +1,24 @@
-/** Shared fixtures of the fault tests: app environments, webhook bots, delivery rows. */
+/**
+ * The full stack of the end-to-end tests (startStack: keys, a database, Redis, a receiver, the apps
+ * as processes, one teardown) and its fixtures: app environments, webhook bots, delivery rows.
+ */
 import { createSecretBox, type Db } from "@botdir/db";
-import { directUrlOf, seedBot, testRedisClusterNodes, testRedisUrl } from "@botdir/db/testing";
-import { call } from "./processes.js";
+import {
+  createTestDatabase,
+  directUrlOf,
+  type PrivateRedis,
+  seedBot,
+  startRedisServer,
+  type TestDatabase,
+  testRedisClusterNodes,
+  testRedisPrefix,
+  testRedisUrl,
+} from "@botdir/db/testing";
+import { createRedis, parseClusterNodes, type RedisClient } from "@botdir/service-kit";
+import { connectRedis, redisReady } from "@botdir/service-kit/testing";
+import type { Redis } from "ioredis";
+import { type AppName, type AppProcess, call, freshKeys, startApp, stopAll } from "./processes.js";
+import { type ReceivedRequest, type Receiver, type Reply, startReceiver } from "./receivers.js";
 
 export interface StackKeys {
   encryptionKey: Buffer;
@@ -64,4 +81,177 @@ export async function deliveriesOf(db: Db, botId: string) {
 
 export async function attemptsOf(db: Db, deliveryId: string) {
   return db.prisma.attempt.findMany({ where: { deliveryId }, orderBy: { attemptNumber: "asc" } });
+}
+
+export interface StackOptions {
+  /** Processes of each app to start (default one of each; 0 leaves an app out). */
+  replicas?: Partial<Record<AppName, number>>;
+  /** Environment of every app, on top of appEnv's. */
+  env?: Record<string, string>;
+  /** Environment of one app's processes, on top of `env`. */
+  appEnv?: Partial<Record<AppName, Record<string, string>>>;
+  /**
+   * A redis-server of the test's own (to stop, kill or restart) instead of the shared Redis under a
+   * key prefix of its own (default false).
+   */
+  privateRedis?: boolean;
+  /** How the stack's receiver answers (default 204). */
+  reply?: (req: ReceivedRequest, n: number) => Reply;
+}
+
+export interface Stack {
+  keys: ReturnType<typeof freshKeys>;
+  t: TestDatabase;
+  db: Db;
+  /** The private Redis (privateRedis: true); throws on the shared one. */
+  redis: PrivateRedis;
+  redisUrl: string;
+  /** The environment the apps were started with (appEnv plus `env`). */
+  env: Record<string, string>;
+  receiver: Receiver;
+  /** Every process started, per app, in start order. */
+  processes: Record<AppName, AppProcess[]>;
+  /** The first process of each app; throws for an app the stack did not start. */
+  api: AppProcess;
+  ingest: AppProcess;
+  dispatcher: AppProcess;
+  /** An approved bot with a token and a webhook at `url` (seedWebhookBot on the stack's keys). */
+  webhookBot(url: string, secret?: string): ReturnType<typeof seedWebhookBot>;
+  /** A vote cast on the stack's first vote-ingest with its internal key. */
+  vote(botId: string, userId: string): ReturnType<typeof castVote>;
+  deliveries(botId: string): ReturnType<typeof deliveriesOf>;
+  attempts(deliveryId: string): ReturnType<typeof attemptsOf>;
+  /** Starts one more process of `app` with the stack's environment (plus `extra`). */
+  start(app: AppName, extra?: Record<string, string>): Promise<AppProcess>;
+  /** Kills every process, then the receiver, the private Redis and the database. */
+  stop(): Promise<void>;
+}
+
+/**
+ * This test file's stack: started before its tests (beforeAll, with a deadline for a loaded
+ * machine) and stopped after them (afterAll); read it inside tests.
+ */
+export function useStack(options: StackOptions = {}): Stack {
+  let started: Stack | undefined;
+  beforeAll(async () => {
+    started = await startStack(options);
+  }, 180_000);
+  afterAll(async () => {
+    await started?.stop();
+  });
+  return new Proxy({} as Stack, {
+    get(_target, key) {
+      if (!started) throw new Error("the stack is read outside a test");
+      return Reflect.get(started, key);
+    },
+  });
+}
+
+const APPS: AppName[] = ["api", "vote-ingest", "webhook-dispatcher"];
+
+/** Starts the full stack; call `stop()` in afterAll. */
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  const keys = freshKeys();
+  const [t, redis, receiver] = await Promise.all([
+    createTestDatabase(),
+    options.privateRedis ? startRedisServer() : Promise.resolve(null),
+    startReceiver(options.reply),
+  ]);
+  const redisUrl = redis?.url ?? testRedisUrl();
+  const env = appEnv(
+    { databaseUrl: t.url, redisUrl, keys },
+    // On the shared Redis, the queue under a prefix of its own (a hash tag, as on a Redis Cluster).
+    { ...(redis ? {} : { QUEUE_PREFIX: `{${testRedisPrefix().slice(0, -1)}}` }), ...options.env },
+  );
+  const processes: Record<AppName, AppProcess[]> = { api: [], "vote-ingest": [], "webhook-dispatcher": [] };
+  const start = async (app: AppName, extra: Record<string, string> = {}) => {
+    const proc = await startApp(app, { ...env, ...options.appEnv?.[app], ...extra });
+    processes[app].push(proc);
+    return proc;
+  };
+  const stop = async () => {
+    await stopAll();
+    await redis?.kill();
+    await receiver.close();
+    await t.drop();
+  };
+  try {
+    await Promise.all(
+      APPS.flatMap((app) => Array.from({ length: options.replicas?.[app] ?? 1 }, () => start(app))),
+    );
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  const first = (app: AppName) => {
+    const proc = processes[app][0];
+    if (!proc) throw new Error(`the stack runs no ${app}`);
+    return proc;
+  };
+  return {
+    keys,
+    t,
+    db: t.db,
+    get redis() {
+      if (!redis) throw new Error("the stack runs on the shared Redis (privateRedis: false)");
+      return redis;
+    },
+    redisUrl,
+    env,
+    receiver,
+    processes,
+    get api() {
+      return first("api");
+    },
+    get ingest() {
+      return first("vote-ingest");
+    },
+    get dispatcher() {
+      return first("webhook-dispatcher");
+    },
+    webhookBot: (url, secret) => seedWebhookBot(t.db, keys, url, secret),
+    vote: (botId, userId) => castVote(first("vote-ingest").base, keys.internalKey, botId, userId),
+    deliveries: (botId) => deliveriesOf(t.db, botId),
+    attempts: (deliveryId) => attemptsOf(t.db, deliveryId),
+    start,
+    stop,
+  };
+}
+
+/**
+ * A fail-fast connection to the shared Redis as the apps make it: the Redis Cluster in a
+ * distributed run (`pnpm test:distributed`), the single server otherwise. Ready when returned.
+ */
+export async function connectSharedRedis(): Promise<RedisClient> {
+  const nodes = testRedisClusterNodes();
+  const client = createRedis(
+    { url: testRedisUrl(), clusterNodes: nodes ? (parseClusterNodes(nodes) ?? undefined) : undefined },
+    "fail-fast",
+  );
+  await redisReady(client);
+  return client;
+}
+
+/**
+ * The stores of a test that runs apps in-process: its own database (TestDatabase's fields and
+ * drop) and a fail-fast connection to the shared Redis, ready, with a key prefix of its own.
+ */
+export interface TestStores extends TestDatabase {
+  redis: RedisClient;
+  prefix: string;
+  /** Disconnects Redis and drops the database. */
+  close(): Promise<void>;
+}
+
+export async function startStores(): Promise<TestStores> {
+  const [t, redis] = await Promise.all([createTestDatabase(), connectSharedRedis()]);
+  return {
+    ...t,
+    redis,
+    prefix: testRedisPrefix(),
+    async close() {
+      redis.disconnect();
+      await t.drop();
+    },
+  };
 }

@@ -6,37 +6,20 @@
  * bare to `/bots/{id}/commands`; its stats post sends `guilds` with the bare token.
  */
 import { createRequire } from "node:module";
-import {
-  createTestDatabase,
-  type PrivateRedis,
-  seedBot,
-  startRedisServer,
-  type TestDatabase,
-} from "@botdir/db/testing";
-import { type AppProcess, freshKeys, startApp, stopAll } from "../src/processes.js";
-import { appEnv } from "../src/stack.js";
+import { seedBot } from "@botdir/db/testing";
+import { type Stack, startStack } from "../src/stack.js";
 
 type Dbl = typeof import("discordbotlist");
 const require = createRequire(import.meta.url);
 const dbl = require("discordbotlist") as Dbl;
 const endpoints = require("discordbotlist/api/endpoints") as { BASE_URL: string };
 
-const keys = freshKeys();
-let t: TestDatabase;
-let redis: PrivateRedis;
-let api: AppProcess;
-
+let stack: Stack;
 beforeAll(async () => {
-  [t, redis] = await Promise.all([createTestDatabase(), startRedisServer()]);
-  api = await startApp("api", appEnv({ databaseUrl: t.url, redisUrl: redis.url, keys }));
-  endpoints.BASE_URL = `${api.base}/api/v1`;
-}, 60_000);
-
-afterAll(async () => {
-  await stopAll();
-  await redis?.kill();
-  await t?.drop();
-});
+  stack = await startStack({ privateRedis: true, replicas: { "vote-ingest": 0, "webhook-dispatcher": 0 } });
+  endpoints.BASE_URL = `${stack.api.base}/api/v1`;
+}, 180_000);
+afterAll(() => stack?.stop());
 
 /** What a bot built on discord.js registers with the platform (and so hands to the client). */
 const COMMANDS = [
@@ -50,21 +33,21 @@ const COMMANDS = [
   { name: "Report message", type: 3 },
 ];
 
-const storedBot = (id: string) => t.db.prisma.bot.findUniqueOrThrow({ where: { id } });
+const storedBot = (id: string) => stack.db.prisma.bot.findUniqueOrThrow({ where: { id } });
 
 describe("the discordbotlist npm client with its base URL changed", () => {
   it("points every request at the live API process", () => {
-    expect(dbl.route("/bots/1/commands")).toBe(`${api.base}/api/v1/bots/1/commands`);
+    expect(dbl.route("/bots/1/commands")).toBe(`${stack.api.base}/api/v1/bots/1/commands`);
   });
 
   it("when postBotCommands is called, then the bare array is stored as the command list", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     await expect(dbl.postBotCommands(bot.token!, bot.id, COMMANDS)).resolves.toBeUndefined();
     expect((await storedBot(bot.id)).commands).toEqual(COMMANDS);
   });
 
   it("when the client object posts commands and stats, then both are stored", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     const adapter = { botId: bot.id, getBotStats: async () => ({ guilds: 1234, users: 56_789 }) };
     const client = new dbl.DBLClient(
       bot.token!,
@@ -78,13 +61,13 @@ describe("the discordbotlist npm client with its base URL changed", () => {
   });
 
   it("when postBotStats sends guilds with a shard id, then the count is stored", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     await dbl.postBotStats(bot.token!, bot.id, { guilds: 77, shard_id: 0, users: 1000 });
     expect(Number((await storedBot(bot.id)).serverCount)).toBe(77);
   });
 
   it("when the token is wrong, then postBotCommands rejects with the package's DBLError carrying our 401", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     const error = await dbl.postBotCommands("not-a-token", bot.id, COMMANDS).then(
       () => null,
       (e: unknown) => e,

@@ -1,14 +1,6 @@
-import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
+import { seedBot, useTestDatabase } from "@botdir/db/testing";
 
-let t: TestDatabase;
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-
-afterAll(async () => {
-  await t.drop();
-});
+const t = useTestDatabase();
 
 describe("test fixtures", () => {
   it("seed an approved bot whose token is stored only as a hash", async () => {

@@ -6,37 +6,32 @@
 import { randomBytes } from "node:crypto";
 import type { RequestListener } from "node:http";
 import { createSecretBox } from "@botdir/db";
-import {
-  createTestDatabase,
-  randomBotId,
-  type TestDatabase,
-  testRedisPrefix,
-  testRedisUrl,
-} from "@botdir/db/testing";
+import { randomBotId } from "@botdir/db/testing";
+import type { RedisClient } from "@botdir/service-kit";
 import { ManualClock } from "@botdir/service-kit";
+import { silentLogger } from "@botdir/service-kit/testing";
 import type { Express } from "express";
-import { Redis } from "ioredis";
 import request from "supertest";
 import { createApp as createApiApp } from "../../apps/api/src/app.js";
 import { createApp as createIngestApp } from "../../apps/vote-ingest/src/app.js";
+import { startStores, type TestStores } from "../src/stack.js";
 
 const KEY = randomBytes(24).toString("base64url");
-const silent = { info() {}, warn() {}, error() {} };
-let t: TestDatabase;
-let redis: Redis;
+let t: TestStores;
+let redis: RedisClient;
 let api: RequestListener;
 let ingest: Express;
 
 beforeAll(async () => {
-  t = await createTestDatabase();
-  redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: 1 });
+  t = await startStores();
+  redis = t.redis;
   const clock = new ManualClock(new Date("2026-11-21T05:00:00.000Z"));
-  api = createApiApp({ db: t.db, redis, clock, logger: silent, redisPrefix: testRedisPrefix() });
+  api = createApiApp({ db: t.db, redis, clock, logger: silentLogger, redisPrefix: t.prefix });
   ingest = createIngestApp({
     db: t.db,
     redis,
     clock,
-    logger: silent,
+    logger: silentLogger,
     internalApiKey: KEY,
     secretBox: createSecretBox(randomBytes(32)),
     webhookResolver: null,
@@ -44,8 +39,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  redis.disconnect();
-  await t.drop();
+  await t?.close();
 });
 
 const rotate = async (id: string): Promise<string> => {

@@ -4,56 +4,47 @@
  */
 
 import type { RequestListener } from "node:http";
-import {
-  createTestDatabase,
-  randomUserId,
-  seedBot,
-  type TestDatabase,
-  testRedisPrefix,
-  testRedisUrl,
-} from "@botdir/db/testing";
-import { type Logger, ManualClock } from "@botdir/service-kit";
+import { randomUserId, seedBot } from "@botdir/db/testing";
+import type { RedisClient } from "@botdir/service-kit";
+import { ManualClock } from "@botdir/service-kit";
+import { silentLogger } from "@botdir/service-kit/testing";
 import type { Express } from "express";
-import { Redis } from "ioredis";
 import request from "supertest";
 import { createApp as createApi } from "../../apps/api/src/app.js";
 import { createApp as createIngest } from "../../apps/vote-ingest/src/app.js";
 import { createDeliveryQueue, type DeliveryQueue } from "../../apps/vote-ingest/src/outbox/queue.js";
+import { startStores, type TestStores } from "../src/stack.js";
 
 const KEY = "e2e-internal-key-0123456789abcdef";
-const silent: Logger = { info() {}, warn() {}, error() {} };
 
-let t: TestDatabase;
-let redis: Redis;
+let t: TestStores;
+let redis: RedisClient;
 let queue: DeliveryQueue;
 let clock: ManualClock;
 let ingest: Express;
 let api: RequestListener;
 
 beforeAll(async () => {
-  t = await createTestDatabase();
-  redis = new Redis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  redis.on("error", () => {});
-  if (redis.status !== "ready") await new Promise((resolve) => redis.once("ready", resolve));
+  t = await startStores();
+  redis = t.redis;
   clock = new ManualClock("2026-11-21T09:15:30.789Z");
-  const prefix = testRedisPrefix();
-  queue = createDeliveryQueue({ db: t.db, redis, prefix: `${prefix}bull`, logger: silent });
+  const prefix = t.prefix;
+  queue = createDeliveryQueue({ db: t.db, redis, prefix: `${prefix}bull`, logger: silentLogger });
   ingest = createIngest({
     db: t.db,
     redis,
     clock,
-    logger: silent,
+    logger: silentLogger,
     internalApiKey: KEY,
     deliveryQueue: queue,
   });
-  api = createApi({ db: t.db, redis, clock, logger: silent, redisPrefix: prefix });
+  api = createApi({ db: t.db, redis, clock, logger: silentLogger, redisPrefix: prefix });
 });
 
 afterAll(async () => {
   await queue.queue.obliterate({ force: true });
   await queue.close();
-  redis.disconnect();
-  await t.drop();
+  await t?.close();
 });
 
 const cast = (botId: string, userId: string) =>

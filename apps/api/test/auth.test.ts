@@ -2,20 +2,10 @@ import type { RequestListener } from "node:http";
 import { generateToken, hashToken } from "@botdir/db";
 import { randomBotId, seedBot } from "@botdir/db/testing";
 import request from "supertest";
-import { cmd, createHarness, type Harness, USER } from "./support.js";
+import { cmd, USER, useHarness } from "./support.js";
 
-let h: Harness;
-let app: RequestListener;
-
-beforeAll(async () => {
-  h = await createHarness();
-  // Limits high enough that the matrix below never meets them.
-  app = h.app({ limits: { commands: 1_000, stats: 1_000, votes: 1_000 } });
-});
-
-afterAll(async () => {
-  await h.close();
-});
+// Limits high enough that the matrix below never meets them.
+const { h, app } = useHarness({ limits: { commands: 1_000, stats: 1_000, votes: 1_000 } });
 
 type Send = (app: RequestListener, id: string, headers: Record<string, string>) => request.Test;
 

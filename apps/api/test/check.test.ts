@@ -1,23 +1,12 @@
 import { once } from "node:events";
-import type { RequestListener } from "node:http";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { seedBot, watchQueries } from "@botdir/db/testing";
 import { VOTE_WINDOW_MS, VoteCheckResult } from "@botdir/schema";
 import request from "supertest";
-import { castVote, createHarness, type Harness, USER } from "./support.js";
+import { castVote, USER, useHarness } from "./support.js";
 
-let h: Harness;
-let app: RequestListener;
-
-beforeAll(async () => {
-  h = await createHarness();
-  app = h.app();
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h, app } = useHarness();
 
 async function newBot() {
   const bot = await seedBot(h.t.db);

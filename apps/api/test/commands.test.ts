@@ -1,20 +1,9 @@
-import type { RequestListener } from "node:http";
 import { seedBot } from "@botdir/db/testing";
 import { CommandsResponse } from "@botdir/schema";
 import request from "supertest";
-import { cmd, createHarness, type Harness } from "./support.js";
+import { cmd, useHarness } from "./support.js";
 
-let h: Harness;
-let app: RequestListener;
-
-beforeAll(async () => {
-  h = await createHarness();
-  app = h.app({ limits: { commands: 1_000 } });
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h, app } = useHarness({ limits: { commands: 1_000 } });
 
 async function newBot() {
   const bot = await seedBot(h.t.db);

@@ -4,24 +4,13 @@
  * left for vote-ingest's outbox relay to hand to the dispatcher).
  */
 import { randomUUID } from "node:crypto";
-import type { RequestListener } from "node:http";
 import type { Db } from "@botdir/db";
 import { randomUserId, seedBot } from "@botdir/db/testing";
 import { DeliveryAttemptsResponse, RedeliverResponse } from "@botdir/schema";
 import request from "supertest";
-import { createHarness, type Harness } from "./support.js";
+import { useHarness } from "./support.js";
 
-let h: Harness;
-let app: RequestListener;
-
-beforeAll(async () => {
-  h = await createHarness();
-  app = h.app({ limits: { deliveries: 1_000, redeliver: 1_000 } });
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h, app } = useHarness({ limits: { deliveries: 1_000, redeliver: 1_000 } });
 
 async function newBot() {
   const bot = await seedBot(h.t.db);

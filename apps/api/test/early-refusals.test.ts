@@ -14,21 +14,13 @@ import { createEarlyRefusals, earlyRouteOf } from "../src/http/early-refusals.js
 import { createApiMetrics } from "../src/metrics.js";
 import { createLimitNotes } from "../src/services/limit-notes.js";
 import { createTokenSet, type TokenSet } from "../src/services/token-set.js";
-import { CapturingLogger, createHarness, type Harness, USER } from "./support.js";
+import { CapturingLogger, USER, useHarness } from "./support.js";
 
-let h: Harness;
+const { h } = useHarness();
 const sets: TokenSet[] = [];
-
-beforeAll(async () => {
-  h = await createHarness();
-});
 
 afterEach(async () => {
   for (const set of sets.splice(0)) await set.stop();
-});
-
-afterAll(async () => {
-  await h.close();
 });
 
 const randomToken = () => randomBytes(32).toString("base64url");

@@ -1,17 +1,17 @@
-import { createTestDatabase, type TestDatabase, testRedisUrl } from "@botdir/db/testing";
+import { createTestDatabase, type TestDatabase } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
+import { silentLogger } from "@botdir/service-kit/testing";
 import { Redis } from "ioredis";
 import request from "supertest";
 import { createApp } from "../src/app.js";
+import { failFastRedis } from "./support.js";
 
-const silent = { info() {}, warn() {}, error() {} };
 let t: TestDatabase;
 let redis: Redis;
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  redis = new Redis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  await redis.ping().catch(async () => new Promise((r) => redis.once("ready", r)));
+  redis = await failFastRedis();
 });
 
 afterAll(async () => {
@@ -21,7 +21,7 @@ afterAll(async () => {
 
 describe("GET /api/health", () => {
   it("when PostgreSQL and Redis answer, then 200 ok without a credential", async () => {
-    const app = createApp({ db: t.db, redis, clock: new ManualClock(), logger: silent });
+    const app = createApp({ db: t.db, redis, clock: new ManualClock(), logger: silentLogger });
     const res = await request(app).get("/api/health");
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ status: "ok", checks: { postgres: "ok", redis: "ok" } });
@@ -35,7 +35,7 @@ describe("GET /api/health", () => {
       retryStrategy: () => null,
     });
     deadRedis.on("error", () => {});
-    const app = createApp({ db: t.db, redis: deadRedis, clock: new ManualClock(), logger: silent });
+    const app = createApp({ db: t.db, redis: deadRedis, clock: new ManualClock(), logger: silentLogger });
     const res = await request(app).get("/api/health");
     expect(res.status).toBe(503);
     expect(res.body).toEqual({
@@ -47,7 +47,7 @@ describe("GET /api/health", () => {
   });
 
   it("answers unknown routes with a JSON 404", async () => {
-    const app = createApp({ db: t.db, redis, clock: new ManualClock(), logger: silent });
+    const app = createApp({ db: t.db, redis, clock: new ManualClock(), logger: silentLogger });
     const res = await request(app).get("/nope");
     expect(res.status).toBe(404);
     expect(res.body).toEqual({ error: "No such endpoint." });

@@ -4,17 +4,9 @@ import { loggerOptions } from "@botdir/service-kit";
 import { pino } from "pino";
 import request from "supertest";
 import { type ApiMetrics, createApiMetrics, createMetricsApp } from "../src/metrics.js";
-import { createHarness, deadRedis, type Harness, USER } from "./support.js";
+import { deadRedis, USER, useHarness } from "./support.js";
 
-let h: Harness;
-
-beforeAll(async () => {
-  h = await createHarness();
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h } = useHarness();
 
 async function scrape(metrics: ApiMetrics) {
   const res = await request(createMetricsApp(metrics.registry, h.logger)).get("/metrics");

@@ -16,19 +16,9 @@ import type { Express } from "express";
 import request from "supertest";
 import type { ZodType } from "zod";
 import type { ApiApp } from "../src/app.js";
-import { createHarness, type Harness } from "./support.js";
+import { useHarness } from "./support.js";
 
-let h: Harness;
-let app: ApiApp;
-
-beforeAll(async () => {
-  h = await createHarness();
-  app = h.app();
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h, app } = useHarness();
 
 interface Layer {
   route?: { path: string | string[]; methods: Record<string, boolean> };
@@ -68,7 +58,7 @@ describe("GET /api/v1/openapi.json", () => {
     const documented = Object.entries(doc.paths)
       .flatMap(([path, ops]) => Object.keys(ops).map((method) => `${method.toUpperCase()} ${path}`))
       .sort();
-    const served = routesOf(app.express);
+    const served = routesOf(h.app().express);
     expect(served.length).toBeGreaterThanOrEqual(10);
     expect(documented).toEqual(served);
   });

@@ -2,19 +2,12 @@ import type { RequestListener } from "node:http";
 import { createServer, type Server, type Socket } from "node:net";
 import { hashToken } from "@botdir/db";
 import { randomBotId, seedBot, startRedisServer } from "@botdir/db/testing";
+import { redisReady } from "@botdir/service-kit/testing";
 import { Redis } from "ioredis";
 import request from "supertest";
-import { cmd, connectRedis, createHarness, deadRedis, type Harness, USER } from "./support.js";
+import { cmd, deadRedis, failFastRedis, USER, useHarness } from "./support.js";
 
-let h: Harness;
-
-beforeAll(async () => {
-  h = await createHarness();
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h } = useHarness();
 
 async function newBot() {
   const bot = await seedBot(h.t.db);
@@ -182,7 +175,7 @@ describe("fail-open", () => {
 
   it("when the Redis server stops under a connected client, then the API keeps serving and still refuses bad tokens", async () => {
     const server = await startRedisServer();
-    const redis = await connectRedis(server.url);
+    const redis = await failFastRedis(server.url);
     // Generous: a token's first request of the minute takes two Redis round trips (the window is
     // opened only after authentication), and a loaded CI machine must not fail it open by accident.
     // Once the server is stopped the client refuses commands at once (no offline queue).
@@ -227,7 +220,7 @@ describe("fail-open", () => {
       maxRetriesPerRequest: 0,
     });
     redis.on("error", () => {});
-    if (redis.status !== "ready") await new Promise((resolve) => redis.once("ready", resolve));
+    await redisReady(redis);
     const logger = h.logger;
     const before = logger.events("rate_limit_fail_open").length;
     const app = h.app({ redis, limiterTimeoutMs: undefined });

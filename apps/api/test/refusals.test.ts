@@ -12,17 +12,9 @@ import type { Redis } from "ioredis";
 import request from "supertest";
 import type { ApiApp } from "../src/app.js";
 import { createTokenSet, type TokenSet } from "../src/services/token-set.js";
-import { cmd, createHarness, deadRedis, type Harness, USER } from "./support.js";
+import { cmd, deadRedis, USER, useHarness } from "./support.js";
 
-let h: Harness;
-
-beforeAll(async () => {
-  h = await createHarness();
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h } = useHarness();
 
 const randomToken = () => randomBytes(32).toString("base64url");
 

@@ -1,19 +1,8 @@
-import type { RequestListener } from "node:http";
 import { seedBot } from "@botdir/db/testing";
 import request from "supertest";
-import { createHarness, type Harness, USER } from "./support.js";
+import { USER, useHarness } from "./support.js";
 
-let h: Harness;
-let app: RequestListener;
-
-beforeAll(async () => {
-  h = await createHarness();
-  app = h.app();
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h, app } = useHarness();
 
 describe("routing", () => {
   it.each([

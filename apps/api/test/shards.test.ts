@@ -3,24 +3,13 @@
  * the bot's server_count is the sum over its shards' latest counts, in the one /stats statement.
  */
 
-import type { RequestListener } from "node:http";
 import { hashToken } from "@botdir/db";
 import { nestedPlans, planNodes, seedBot, watchQueries } from "@botdir/db/testing";
 import request from "supertest";
 import { writeStats } from "../src/services/bots.js";
-import { createHarness, type Harness } from "./support.js";
+import { useHarness } from "./support.js";
 
-let h: Harness;
-let app: RequestListener;
-
-beforeAll(async () => {
-  h = await createHarness();
-  app = h.app({ limits: { stats: 1_000 } });
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h, app } = useHarness({ limits: { stats: 1_000 } });
 
 async function newBot() {
   const bot = await seedBot(h.t.db);

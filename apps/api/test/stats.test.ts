@@ -1,24 +1,13 @@
 import { once } from "node:events";
-import type { RequestListener } from "node:http";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { hashToken } from "@botdir/db";
 import { seedBot, watchQueries } from "@botdir/db/testing";
 import { StatsResponse } from "@botdir/schema";
 import request from "supertest";
-import { createHarness, type Harness } from "./support.js";
+import { useHarness } from "./support.js";
 
-let h: Harness;
-let app: RequestListener;
-
-beforeAll(async () => {
-  h = await createHarness();
-  app = h.app({ limits: { stats: 1_000 } });
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h, app } = useHarness({ limits: { stats: 1_000 } });
 
 async function newBot(serverCount?: number) {
   const bot = await seedBot(h.t.db, serverCount === undefined ? {} : { serverCount });

@@ -1,7 +1,9 @@
+import type { RequestListener } from "node:http";
 /** Shared fixtures of the API tests: real PostgreSQL and Redis, one database and key prefix per file. */
 
 import { createTestDatabase, type TestDatabase, testRedisPrefix, testRedisUrl } from "@botdir/db/testing";
 import { type Logger, ManualClock } from "@botdir/service-kit";
+import { connectRedis } from "@botdir/service-kit/testing";
 import { Redis } from "ioredis";
 import { type ApiApp, createApp } from "../src/app.js";
 import type { ApiDeps } from "../src/deps.js";
@@ -28,11 +30,9 @@ export class CapturingLogger implements Logger {
   }
 }
 
-export async function connectRedis(url = testRedisUrl()): Promise<Redis> {
-  const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  redis.on("error", () => {});
-  if (redis.status !== "ready") await new Promise((resolve) => redis.once("ready", resolve));
-  return redis;
+/** A fail-fast connection to the test Redis (as the app's limiter uses), ready for commands. */
+export function failFastRedis(url = testRedisUrl()): Promise<Redis> {
+  return connectRedis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
 }
 
 /** A client of a port nothing listens on: every command fails at once, like a stopped Redis. */
@@ -60,7 +60,7 @@ export interface Harness {
 
 export async function createHarness(): Promise<Harness> {
   const t = await createTestDatabase();
-  const redis = await connectRedis();
+  const redis = await failFastRedis();
   const prefix = testRedisPrefix();
   const clock = new ManualClock("2026-11-21T12:00:00.000Z");
   const logger = new CapturingLogger();
@@ -89,6 +89,49 @@ export async function createHarness(): Promise<Harness> {
       await t.drop();
     },
   };
+}
+
+/**
+ * This test file's harness: created before its tests (beforeAll) and closed after them (afterAll).
+ * `h` reads the harness inside tests; `app` is the app with `appOverrides`, built on first use.
+ */
+export function useHarness(appOverrides: Partial<ApiDeps> = {}): { h: Harness; app: RequestListener } {
+  let created: Harness | undefined;
+  beforeAll(async () => {
+    created = await createHarness();
+  });
+  afterAll(async () => {
+    await created?.close();
+  });
+  const get = (): Harness => {
+    if (!created) throw new Error("the harness is read outside a test");
+    return created;
+  };
+  const h: Harness = {
+    get t() {
+      return get().t;
+    },
+    get redis() {
+      return get().redis;
+    },
+    get prefix() {
+      return get().prefix;
+    },
+    get clock() {
+      return get().clock;
+    },
+    get logger() {
+      return get().logger;
+    },
+    app: (overrides) => get().app(overrides),
+    close: () => get().close(),
+  };
+  let built: ApiApp | undefined;
+  const app: RequestListener = (req, res) => {
+    built ??= get().app(appOverrides);
+    built(req, res);
+  };
+  return { h, app };
 }
 
 /** Appends a vote to the log and sets the user's window, as vote-ingest does. */

@@ -9,22 +9,14 @@ import { seedBot, watchQueries } from "@botdir/db/testing";
 import type { Redis } from "ioredis";
 import request from "supertest";
 import { createTokenSet, type ListenConnection, type TokenSet } from "../src/services/token-set.js";
-import { createHarness, type Harness, USER } from "./support.js";
+import { type Harness, USER, useHarness } from "./support.js";
 
-let h: Harness;
+const { h } = useHarness();
 const sets: TokenSet[] = [];
-
-beforeAll(async () => {
-  h = await createHarness();
-});
 
 // Each set holds a connection of its own for LISTEN: close it after every test.
 afterEach(async () => {
   for (const set of sets.splice(0)) await set.stop();
-});
-
-afterAll(async () => {
-  await h.close();
 });
 
 const randomToken = () => randomBytes(32).toString("base64url");

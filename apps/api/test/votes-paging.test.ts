@@ -1,24 +1,9 @@
-/**
- * GET /votes with `since` and `cursor`: catching up on the vote log after downtime, oldest first,
- * page by page, with every vote exactly once even while votes keep arriving.
- */
-import type { RequestListener } from "node:http";
 import { randomUserId, seedBot } from "@botdir/db/testing";
 import { VOTE_CURSOR_SETTLE_MS, VotesPage } from "@botdir/schema";
 import request from "supertest";
-import { createHarness, type Harness } from "./support.js";
+import { useHarness } from "./support.js";
 
-let h: Harness;
-let app: RequestListener;
-
-beforeAll(async () => {
-  h = await createHarness();
-  app = h.app({ limits: { votes: 10_000 } });
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h, app } = useHarness({ limits: { votes: 10_000 } });
 
 interface Vote {
   user_id: string;

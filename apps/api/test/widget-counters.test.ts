@@ -6,17 +6,9 @@
 import { randomUserId, seedBot } from "@botdir/db/testing";
 import fc from "fast-check";
 import { widgetCounts } from "../src/services/bots.js";
-import { createHarness, type Harness } from "./support.js";
+import { useHarness } from "./support.js";
 
-let h: Harness;
-
-beforeAll(async () => {
-  h = await createHarness();
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h } = useHarness();
 
 const HOUR = 60 * 60 * 1000;
 const DAY = 24 * HOUR;

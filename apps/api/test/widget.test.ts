@@ -4,19 +4,9 @@ import { randomBotId, randomUserId, seedBot, watchQueries } from "@botdir/db/tes
 import request from "supertest";
 import { WIDGET_QUERY_TIMEOUT_MS } from "../src/routes/widget.js";
 import { WIDGET_LOCAL_CACHE_SECONDS, WIDGET_MISS_CACHE_SECONDS } from "../src/services/cache.js";
-import { createHarness, deadRedis, type Harness } from "./support.js";
+import { deadRedis, useHarness } from "./support.js";
 
-let h: Harness;
-let app: RequestListener;
-
-beforeAll(async () => {
-  h = await createHarness();
-  app = h.app();
-});
-
-afterAll(async () => {
-  await h.close();
-});
+const { h, app } = useHarness();
 
 const DAY = 24 * 60 * 60 * 1000;
 

@@ -1,19 +1,7 @@
-import type { BatchLimits } from "@botdir/batcher";
-import type { Db, SecretBox } from "@botdir/db";
-import {
-  type Clock,
-  errorHandler,
-  type Logger,
-  metricsHandler,
-  notFound,
-  type RedisClient,
-  requestContext,
-} from "@botdir/service-kit";
-import type { Resolver } from "@botdir/webhook-targets";
+import { errorHandler, metricsHandler, notFound, requestContext } from "@botdir/service-kit";
 import express, { type Express } from "express";
 import type { IngestDeps } from "./deps.js";
 import { createIngestMetrics } from "./metrics.js";
-import type { DeliveryQueue } from "./outbox/queue.js";
 import { registerBotManagement } from "./routes/bots.js";
 import { registerHealth } from "./routes/health.js";
 import { registerOpenApi } from "./routes/openapi.js";

@@ -1,10 +1,8 @@
 import { createTestDatabase, type TestDatabase, testRedisUrl } from "@botdir/db/testing";
-import { ManualClock } from "@botdir/service-kit";
 import { Redis } from "ioredis";
 import request from "supertest";
-import { createApp } from "../src/app.js";
+import { ingestApp } from "./support/votes.js";
 
-const silent = { info() {}, warn() {}, error() {} };
 let t: TestDatabase;
 let redis: Redis;
 
@@ -20,13 +18,7 @@ afterAll(async () => {
 
 describe("vote-ingest GET /health", () => {
   it("when PostgreSQL and Redis answer, then 200 ok", async () => {
-    const app = createApp({
-      db: t.db,
-      redis,
-      clock: new ManualClock(),
-      logger: silent,
-      internalApiKey: "k".repeat(32),
-    });
+    const app = ingestApp({ db: t.db, redis });
     const res = await request(app).get("/health");
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ status: "ok", checks: { postgres: "ok", redis: "ok" } });
@@ -35,13 +27,7 @@ describe("vote-ingest GET /health", () => {
   it("when PostgreSQL is unreachable, then 503 naming PostgreSQL", async () => {
     const { createDb } = await import("@botdir/db");
     const deadDb = createDb({ url: "postgresql://postgres@127.0.0.1:1/none", connectionTimeoutMs: 200 });
-    const app = createApp({
-      db: deadDb,
-      redis,
-      clock: new ManualClock(),
-      logger: silent,
-      internalApiKey: "k".repeat(32),
-    });
+    const app = ingestApp({ db: deadDb, redis });
     const res = await request(app).get("/health");
     expect(res.status).toBe(503);
     expect(res.body.error).toBe("PostgreSQL is unreachable.");

@@ -12,9 +12,9 @@ import type { Resolver } from "@botdir/webhook-targets";
 import type { Express } from "express";
 import { Redis } from "ioredis";
 import request from "supertest";
-import { createApp } from "../src/app.js";
 import type { IngestDeps } from "../src/deps.js";
 import { expectedList, seedDeliveries, TWELVE_ATTEMPTS } from "./support/attempts.js";
+import { ingestApp } from "./support/votes.js";
 
 const KEY = `internal-${randomBytes(16).toString("hex")}`;
 const box = createSecretBox(randomBytes(32));
@@ -42,14 +42,13 @@ let app: Express;
 const clock = new ManualClock(new Date("2026-11-21T05:00:00.000Z"));
 
 function build(overrides: Partial<IngestDeps> = {}): Express {
-  return createApp({
+  return ingestApp({
     db: t.db,
     redis,
     clock,
     logger: capturingLogger,
     internalApiKey: KEY,
     secretBox: box,
-    allowPrivateTargets: false,
     webhookResolver: resolver,
     ...overrides,
   });

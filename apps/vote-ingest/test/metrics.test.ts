@@ -8,13 +8,13 @@ import {
   testRedisUrl,
 } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
+import { silentLogger } from "@botdir/service-kit/testing";
 import type { Redis } from "ioredis";
 import request from "supertest";
-import { createApp } from "../src/app.js";
 import { createIngestMetrics, type IngestMetrics } from "../src/metrics.js";
 import type { DeliveryQueue } from "../src/outbox/queue.js";
 import { createOutboxRelay } from "../src/outbox/relay.js";
-import { fastRedis, INTERNAL_KEY, setWebhook, silent, testQueue } from "./support/votes.js";
+import { fastRedis, INTERNAL_KEY, ingestApp, setWebhook, testQueue } from "./support/votes.js";
 
 let t: TestDatabase;
 let redis: Redis;
@@ -34,15 +34,7 @@ afterAll(async () => {
 });
 
 function build(clock: ManualClock, metrics: IngestMetrics) {
-  return createApp({
-    db: t.db,
-    redis,
-    clock,
-    logger: silent,
-    internalApiKey: INTERNAL_KEY,
-    deliveryQueue: queue,
-    metrics,
-  });
+  return ingestApp({ db: t.db, redis, clock, deliveryQueue: queue, metrics });
 }
 
 async function scrape(app: ReturnType<typeof build>) {
@@ -62,7 +54,7 @@ async function pendingInDb(): Promise<number> {
 describe("vote-ingest GET /metrics", () => {
   it("when votes with a webhook wait in the outbox, then the backlog, its age and the relay's counters are reported, and requests by route pattern", async () => {
     const clock = new ManualClock("2026-11-21T12:00:00.000Z");
-    const relay = createOutboxRelay({ db: t.db, queue, clock, logger: silent, staleMs: 60_000 });
+    const relay = createOutboxRelay({ db: t.db, queue, clock, logger: silentLogger, staleMs: 60_000 });
     const metrics = createIngestMetrics({ outbox: relay });
     const app = build(clock, metrics);
     const bot = await seedBot(t.db);

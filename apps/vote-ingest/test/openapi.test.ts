@@ -13,12 +13,11 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import type { Express } from "express";
 import { Redis } from "ioredis";
 import request from "supertest";
-import { createApp } from "../src/app.js";
 import type { IngestDeps } from "../src/deps.js";
 import { seedDeliveries } from "./support/attempts.js";
+import { ingestApp } from "./support/votes.js";
 
 const KEY = `internal-${randomBytes(16).toString("hex")}`;
-const silent = { info() {}, warn() {}, error() {} };
 const clock = new ManualClock(new Date("2026-11-21T05:00:00.000Z"));
 
 let t: TestDatabase;
@@ -50,17 +49,7 @@ interface OpenApiDoc {
 const box = createSecretBox(randomBytes(32));
 
 function build(overrides: Partial<IngestDeps> = {}): Express {
-  return createApp({
-    db: t.db,
-    redis,
-    clock,
-    logger: silent,
-    internalApiKey: KEY,
-    secretBox: box,
-    allowPrivateTargets: false,
-    webhookResolver: null,
-    ...overrides,
-  });
+  return ingestApp({ db: t.db, redis, clock, internalApiKey: KEY, secretBox: box, ...overrides });
 }
 
 beforeAll(async () => {

@@ -8,21 +8,12 @@ import {
   type TestDatabase,
 } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
+import { capturingLogger, redisReady, silentLogger } from "@botdir/service-kit/testing";
 import type { Redis } from "ioredis";
 import request from "supertest";
 import type { DeliveryQueue } from "../src/outbox/queue.js";
 import { createOutboxRelay } from "../src/outbox/relay.js";
-import {
-  capturingLogger,
-  deliveriesOf,
-  fastRedis,
-  INTERNAL_KEY,
-  ingestApp,
-  setWebhook,
-  silent,
-  testQueue,
-  waitUntilReady,
-} from "./support/votes.js";
+import { deliveriesOf, fastRedis, INTERNAL_KEY, ingestApp, setWebhook, testQueue } from "./support/votes.js";
 
 const START = "2026-11-21T12:00:00.000Z";
 const STALE_MS = 60_000;
@@ -67,7 +58,7 @@ function relay(options: { logger?: ReturnType<typeof capturingLogger>; batchSize
     db: t.db,
     queue,
     clock,
-    logger: options.logger ?? silent,
+    logger: options.logger ?? silentLogger,
     staleMs: STALE_MS,
     graceMs: 5_000,
     batchSize: options.batchSize ?? 100,
@@ -121,7 +112,7 @@ describe("outbox relay", () => {
     expect(logger.lines.filter((l) => l.level === "warn")).toHaveLength(1); // one line per outage
 
     await privateRedis.restart();
-    await waitUntilReady(redis);
+    await redisReady(redis);
     expect(await queue.queue.getJob(deliveryId)).toBeUndefined(); // Redis came back empty
     const handed = await outbox.tick();
 
@@ -138,7 +129,7 @@ describe("outbox relay", () => {
     const { botId, deliveryId } = await castWithWebhook();
     expect(await queue.queue.getJob(deliveryId)).toBeDefined();
     await privateRedis.restart();
-    await waitUntilReady(redis);
+    await redisReady(redis);
     const outbox = relay();
 
     clock.advance(STALE_MS - 1);
@@ -211,7 +202,7 @@ describe("outbox relay", () => {
   it("when the relay is started and stopped, then it ticks on its own and stop waits for the tick", async () => {
     const id = await insertDelivery();
     clock.advance(5_000);
-    const outbox = createOutboxRelay({ db: t.db, queue, clock, logger: silent, intervalMs: 50 });
+    const outbox = createOutboxRelay({ db: t.db, queue, clock, logger: silentLogger, intervalMs: 50 });
 
     outbox.start();
     await until(() => outbox.stats().handedOff > 0, "the relay to hand the delivery off");
@@ -219,7 +210,7 @@ describe("outbox relay", () => {
     const ticks = outbox.stats().ticks;
     // Sentinel: a relay with the same interval, started after the stop, ticks three times; the
     // stopped one would have ticked in that time too.
-    const sentinel = createOutboxRelay({ db: t.db, queue, clock, logger: silent, intervalMs: 50 });
+    const sentinel = createOutboxRelay({ db: t.db, queue, clock, logger: silentLogger, intervalMs: 50 });
     sentinel.start();
     try {
       await until(() => sentinel.stats().ticks >= 3, "the sentinel relay to tick three times");

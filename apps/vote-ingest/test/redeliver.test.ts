@@ -12,6 +12,7 @@ import {
   testRedisUrl,
 } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
+import { silentLogger } from "@botdir/service-kit/testing";
 import { Queue } from "bullmq";
 import type { Express } from "express";
 import type { Redis } from "ioredis";
@@ -20,7 +21,7 @@ import { runBotctl } from "../src/cli/botctl.js";
 import type { DeliveryQueue } from "../src/outbox/queue.js";
 import { createOutboxRelay } from "../src/outbox/relay.js";
 import { seedDeliveries } from "./support/attempts.js";
-import { fastRedis, INTERNAL_KEY, ingestApp, silent, testQueue } from "./support/votes.js";
+import { fastRedis, INTERNAL_KEY, ingestApp, testQueue } from "./support/votes.js";
 
 let t: TestDatabase;
 let redis: Redis;
@@ -165,7 +166,7 @@ describe("POST /internal/v1/bots/:id/webhook/deliveries/:deliveryId/redeliver", 
     expect(res.status).toBe(202);
     expect((await row(deliveryId))?.handed_off_at).toBeNull();
 
-    const relay = createOutboxRelay({ db: t.db, queue: deliveryQueue, clock, logger: silent });
+    const relay = createOutboxRelay({ db: t.db, queue: deliveryQueue, clock, logger: silentLogger });
     expect(await relay.tick()).toBeGreaterThanOrEqual(1);
     expect((await deliveryQueue.queue.getJob(deliveryId))?.data).toEqual({ deliveryId, botId });
   });

@@ -1,11 +1,4 @@
-import {
-  createTestDatabase,
-  randomUserId,
-  seedBot,
-  type TestDatabase,
-  testRedisPrefix,
-  testRedisUrl,
-} from "@botdir/db/testing";
+import { randomUserId, seedBot, testRedisPrefix, testRedisUrl, useTestDatabase } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
@@ -13,15 +6,7 @@ import { runBotctl } from "../src/cli/botctl.js";
 import { castVoteFromCli } from "../src/cli/vote-cast.js";
 import { deliveriesOf, logCount, setWebhook } from "./support/votes.js";
 
-let t: TestDatabase;
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-
-afterAll(async () => {
-  await t.drop();
-});
+const t = useTestDatabase();
 
 describe("botctl vote cast", () => {
   it("when run with a bot and a user, then it prints the body of POST /internal/v1/votes and records the vote", async () => {

@@ -16,14 +16,13 @@ import type { Express } from "express";
 import { Redis } from "ioredis";
 import { Webhook } from "standardwebhooks";
 import request from "supertest";
-import { createApp } from "../src/app.js";
 import { runBotctl } from "../src/cli/botctl.js";
 import type { IngestDeps } from "../src/deps.js";
+import { ingestApp } from "./support/votes.js";
 
 const KEY = `internal-${randomBytes(16).toString("hex")}`;
 const keyHex = randomBytes(32).toString("hex");
 const box = createSecretBox(Buffer.from(keyHex, "hex"));
-const silent = { info() {}, warn() {}, error() {} };
 const resolver: Resolver = async (host) => {
   if (host === "metadata.example.com") return ["169.254.169.254"];
   throw Object.assign(new Error("not found"), { code: "ENOTFOUND" });
@@ -43,11 +42,10 @@ const received: Received[] = [];
 const clock = new ManualClock(new Date());
 
 function build(overrides: Partial<IngestDeps> = {}): Express {
-  return createApp({
+  return ingestApp({
     db: t.db,
     redis,
     clock,
-    logger: silent,
     internalApiKey: KEY,
     secretBox: box,
     allowPrivateTargets: true,

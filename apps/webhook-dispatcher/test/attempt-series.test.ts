@@ -4,20 +4,12 @@
  * (a plpgsql call and a SELECT per attempt, a third of the statement's cost) no longer runs for
  * them; an insert that leaves the column out still gets its delivery's series from that trigger.
  */
-import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
+import { seedBot, useTestDatabase } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
 import { claimAttempt, recordAttempt, STATEMENTS } from "../src/deliveries.js";
 import { attemptRows, claimOptions, configureWebhook, DELAYS, ok, seedDelivery } from "./support.js";
 
-let t: TestDatabase;
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-
-afterAll(async () => {
-  await t.drop();
-});
+const t = useTestDatabase();
 
 /** A pending delivery in `series`, its next attempt claimed. */
 async function claimedInSeries(series: number, clock: ManualClock) {

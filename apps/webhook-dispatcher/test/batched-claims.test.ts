@@ -4,8 +4,9 @@
  * never two claims of one delivery in one statement.
  */
 import type { Db } from "@botdir/db";
-import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
+import { seedBot, useTestDatabase } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
+import { waitFor } from "@botdir/service-kit/testing";
 import { type ClaimResult, createDeliveryStore } from "../src/deliveries.js";
 import {
   attemptRows,
@@ -17,18 +18,9 @@ import {
   LEASE_MS,
   ok,
   seedDelivery,
-  waitFor,
 } from "./support.js";
 
-let t: TestDatabase;
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-
-afterAll(async () => {
-  await t.drop();
-});
+const t = useTestDatabase();
 
 /** The database with every statement's name (or "sql") logged. */
 function counted(db: Db): { db: Db; names: string[] } {

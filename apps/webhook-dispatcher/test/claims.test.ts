@@ -4,6 +4,7 @@
  */
 import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
+import { silentLogger } from "@botdir/service-kit/testing";
 import { createDeliverHandler } from "../src/deliver.handler.js";
 import { claimAttempt, createDeliveryStore, type DeliveryStore, recordAttempt } from "../src/deliveries.js";
 import type { AttemptOutcome } from "../src/http-client.js";
@@ -20,7 +21,6 @@ import {
   type Receiver,
   secretBox,
   seedDelivery,
-  silentLogger,
   startReceiver,
 } from "./support.js";
 

@@ -3,49 +3,25 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import {
-  createTestDatabase,
-  seedBot,
-  type TestDatabase,
-  testRedisPrefix,
-  testRedisUrl,
-} from "@botdir/db/testing";
-import {
-  attemptRows,
-  configureWebhook,
-  encryptionKey,
-  handOff,
-  openQueue,
-  type Receiver,
-  seedDelivery,
-  startReceiver,
-  startWorker,
-  testConfig,
-  waitFor,
-  waitForState,
-} from "./support.js";
+import { testRedisUrl } from "@botdir/db/testing";
+import { waitFor } from "@botdir/service-kit/testing";
+import { type DispatcherHarness, encryptionKey, startDispatcherHarness } from "./support.js";
 
 const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url));
 const APP_DIR = fileURLToPath(new URL("..", import.meta.url));
 
-let t: TestDatabase;
-let prefix: string;
-let queue: ReturnType<typeof openQueue>;
-const receivers: Receiver[] = [];
+let h: DispatcherHarness;
 const children: ChildProcess[] = [];
 
+// No worker in this process: the dispatcher under test is a child process.
 beforeAll(async () => {
-  t = await createTestDatabase();
-  prefix = testRedisPrefix();
-  queue = openQueue(prefix);
+  h = await startDispatcherHarness({ workers: [] });
 });
 
 afterAll(async () => {
   for (const child of children)
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-  await queue.close();
-  await Promise.all(receivers.map((r) => r.close()));
-  await t.drop();
+  await h.close();
 });
 
 function spawnDispatcher(): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
@@ -56,9 +32,9 @@ function spawnDispatcher(): { child: ChildProcess; output: () => string; exited:
       ...inherited,
       NODE_ENV: "test",
       LOG_LEVEL: "warn",
-      DATABASE_URL: t.url,
+      DATABASE_URL: h.t.url,
       REDIS_URL: testRedisUrl(),
-      QUEUE_PREFIX: prefix,
+      QUEUE_PREFIX: h.prefix,
       SECRET_ENCRYPTION_KEY: encryptionKey.toString("hex"),
       DISPATCHER_PORT: "0",
       DISPATCHER_CONCURRENCY: "2",
@@ -78,12 +54,9 @@ function spawnDispatcher(): { child: ChildProcess; output: () => string; exited:
   return { child, output: () => output, exited };
 }
 
-async function arrange(reply: Parameters<typeof startReceiver>[0]) {
-  const receiver = await startReceiver(reply);
-  receivers.push(receiver);
-  const bot = await seedBot(t.db);
-  await configureWebhook(t.db, bot.id, receiver.url(), "secret");
-  const delivery = await seedDelivery(t.db, bot.id);
+async function arrange(reply: Parameters<DispatcherHarness["receiver"]>[0]) {
+  const receiver = await h.receiver(reply);
+  const { delivery } = await h.arrange(receiver.url(), { secret: "secret" });
   return { receiver, delivery };
 }
 
@@ -91,7 +64,7 @@ describe("a dispatcher process that stops mid-attempt", () => {
   it("when it is SIGKILLed during an attempt, then another replica completes the delivery: one success, the lost attempt counted", async () => {
     const { receiver, delivery } = await arrange((_req, n) => (n === 1 ? "hang" : { status: 204 }));
     const dispatcher = spawnDispatcher();
-    await handOff(queue.queue, delivery);
+    await h.handOff(delivery);
     await waitFor(
       async () => receiver.requests.length === 1,
       "the first attempt to reach the receiver",
@@ -102,17 +75,15 @@ describe("a dispatcher process that stops mid-attempt", () => {
 
     dispatcher.child.kill("SIGKILL");
     await dispatcher.exited;
-    const replica = await startWorker(
-      t.db,
-      testConfig(prefix, { lockDurationMs: 1_000, stalledIntervalMs: 500 }),
-    );
+    // Closed before the next test, whose job must go to the dispatcher process.
+    const replica = await h.addWorker({ lockDurationMs: 1_000, stalledIntervalMs: 500 });
     try {
-      await waitForState(t.db, delivery.id, "delivered", 30_000);
+      await h.waitForState(delivery.id, "delivered", 30_000);
     } finally {
       await replica.close();
     }
 
-    const attempts = await attemptRows(t.db, delivery.id);
+    const attempts = await h.attempts(delivery.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([
       [1, null, "interrupted"],
       [2, 204, null],
@@ -127,16 +98,16 @@ describe("a dispatcher process that stops mid-attempt", () => {
   it("when it gets SIGTERM during an attempt, then it finishes and records that attempt before exiting 0", async () => {
     const { receiver, delivery } = await arrange(() => ({ status: 204, delayMs: 700 }));
     const dispatcher = spawnDispatcher();
-    await handOff(queue.queue, delivery);
+    await h.handOff(delivery);
     await waitFor(async () => receiver.requests.length === 1, "the attempt to reach the receiver", 30_000);
 
     dispatcher.child.kill("SIGTERM");
     const code = await dispatcher.exited;
 
     expect(code).toBe(0);
-    const attempts = await attemptRows(t.db, delivery.id);
+    const attempts = await h.attempts(delivery.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([[1, 204, null]]);
-    const row = await t.db.prisma.delivery.findUniqueOrThrow({ where: { id: delivery.id } });
+    const row = await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: delivery.id } });
     expect(row.state).toBe("delivered");
   });
 });

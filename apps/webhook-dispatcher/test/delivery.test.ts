@@ -1,70 +1,24 @@
 import { createHmac } from "node:crypto";
-import { createTestDatabase, seedBot, type TestDatabase, testRedisPrefix } from "@botdir/db/testing";
+import { seedBot } from "@botdir/db/testing";
 import { QUEUES, WEBHOOK_USER_AGENT } from "@botdir/schema";
+import { waitFor } from "@botdir/service-kit/testing";
 import { QueueEvents } from "bullmq";
 import { EARLY_SLACK_MS } from "../src/deliver.handler.js";
-import {
-  attemptRows,
-  configureWebhook,
-  deliveryRow,
-  handOff,
-  openQueue,
-  type Receiver,
-  type StartedWorker,
-  seedDelivery,
-  startReceiver,
-  startWorker,
-  testConfig,
-  waitFor,
-  waitForState,
-  workerRedis,
-} from "./support.js";
+import { type DispatcherHarness, startDispatcherHarness, workerRedis } from "./support.js";
 
-let t: TestDatabase;
-let queue: ReturnType<typeof openQueue>;
-let worker: StartedWorker;
-let prefix: string;
-const receivers: Receiver[] = [];
-
+let h: DispatcherHarness;
 beforeAll(async () => {
-  t = await createTestDatabase();
-  prefix = testRedisPrefix();
-  queue = openQueue(prefix);
-  worker = await startWorker(t.db, testConfig(prefix));
+  h = await startDispatcherHarness();
 });
-
-afterAll(async () => {
-  await worker.close();
-  await queue.close();
-  await Promise.all(receivers.map((r) => r.close()));
-  await t.drop();
-});
-
-async function receiver(reply: Parameters<typeof startReceiver>[0]): Promise<Receiver> {
-  const r = await startReceiver(reply);
-  receivers.push(r);
-  return r;
-}
-
-/** A bot whose webhook points at `url`, and one due delivery handed to the queue. */
-async function arrange(url: string, secret = "whsec_test_secret") {
-  const bot = await seedBot(t.db);
-  await configureWebhook(t.db, bot.id, url, secret);
-  const delivery = await seedDelivery(t.db, bot.id);
-  return { bot, delivery, secret };
-}
-
-async function jobGone(id: string) {
-  return waitFor(async () => (await queue.queue.getJob(id)) === undefined, `job ${id} to be removed`);
-}
+afterAll(() => h.close());
 
 describe("webhook delivery", () => {
   it("when a vote is delivered, then the request has the spec's headers and a signature that an independent HMAC over the received bytes confirms", async () => {
-    const r = await receiver(() => ({ status: 204 }));
-    const { bot, delivery, secret } = await arrange(r.url());
+    const r = await h.receiver(() => ({ status: 204 }));
+    const { bot, delivery, secret } = await h.arrange(r.url());
 
-    await handOff(queue.queue, delivery);
-    const row = await waitForState(t.db, delivery.id, "delivered");
+    await h.handOff(delivery);
+    const row = await h.waitForState(delivery.id, "delivered");
 
     expect(r.requests).toHaveLength(1);
     const req = r.requests[0]!;
@@ -92,46 +46,46 @@ describe("webhook delivery", () => {
     expect(row.attemptsMade).toBe(1);
     expect(row.completedAt).not.toBeNull();
     expect(row.leaseUntil).toBeNull();
-    const attempts = await attemptRows(t.db, delivery.id);
+    const attempts = await h.attempts(delivery.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind, a.botId])).toEqual([
       [1, 204, null, bot.id],
     ]);
-    await jobGone(delivery.id);
+    await h.jobGone(delivery.id);
   });
 
   it("when the receiver fails twice, then the retries carry the same delivery id and bytes and stop at the first 2xx", async () => {
-    const r = await receiver((_req, n) => ({ status: n <= 2 ? 500 : 200 }));
-    const { delivery } = await arrange(r.url());
+    const r = await h.receiver((_req, n) => ({ status: n <= 2 ? 500 : 200 }));
+    const { delivery } = await h.arrange(r.url());
 
-    await handOff(queue.queue, delivery);
-    await waitForState(t.db, delivery.id, "delivered");
-    await jobGone(delivery.id);
+    await h.handOff(delivery);
+    await h.waitForState(delivery.id, "delivered");
+    await h.jobGone(delivery.id);
 
     expect(r.requests).toHaveLength(3);
     expect(new Set(r.requests.map((q) => q.headers["x-webhook-delivery"]))).toEqual(new Set([delivery.id]));
     expect(new Set(r.requests.map((q) => q.body.toString("hex"))).size).toBe(1);
     expect(new Set(r.requests.map((q) => q.headers["x-webhook-signature-256"])).size).toBe(1);
-    const attempts = await attemptRows(t.db, delivery.id);
+    const attempts = await h.attempts(delivery.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([
       [1, 500, "http_status"],
       [2, 500, "http_status"],
       [3, 200, null],
     ]);
-    expect((await deliveryRow(t.db, delivery.id)).attemptsMade).toBe(3);
+    expect((await h.row(delivery.id)).attemptsMade).toBe(3);
   });
 
   it("when the receiver answers 302, then the attempt fails as a redirect and the Location is never requested", async () => {
-    const r = await receiver((req, n) =>
+    const r = await h.receiver((req, n) =>
       req.path === "/hook" && n === 1 ? { status: 302, location: "/elsewhere" } : { status: 204 },
     );
-    const { delivery } = await arrange(r.url("/hook"));
+    const { delivery } = await h.arrange(r.url("/hook"));
 
-    await handOff(queue.queue, delivery);
-    await waitForState(t.db, delivery.id, "delivered");
+    await h.handOff(delivery);
+    await h.waitForState(delivery.id, "delivered");
 
     expect(r.forPath("/elsewhere")).toHaveLength(0);
     expect(r.forPath("/hook")).toHaveLength(2);
-    const attempts = await attemptRows(t.db, delivery.id);
+    const attempts = await h.attempts(delivery.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([
       [1, 302, "redirect"],
       [2, 204, null],
@@ -139,13 +93,13 @@ describe("webhook delivery", () => {
   });
 
   it("when the receiver does not answer within the timeout, then the attempt is recorded as a timeout and retried", async () => {
-    const r = await receiver((_req, n) => (n === 1 ? "hang" : { status: 204 }));
-    const { delivery } = await arrange(r.url());
+    const r = await h.receiver((_req, n) => (n === 1 ? "hang" : { status: 204 }));
+    const { delivery } = await h.arrange(r.url());
 
-    await handOff(queue.queue, delivery);
-    await waitForState(t.db, delivery.id, "delivered");
+    await h.handOff(delivery);
+    await h.waitForState(delivery.id, "delivered");
 
-    const attempts = await attemptRows(t.db, delivery.id);
+    const attempts = await h.attempts(delivery.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([
       [1, null, "timeout"],
       [2, 204, null],
@@ -154,37 +108,37 @@ describe("webhook delivery", () => {
   });
 
   it("when every attempt fails, then there are exactly five, the delivery is failed, and a later hand-off makes no sixth", async () => {
-    const r = await receiver(() => ({ status: 503 }));
-    const { delivery } = await arrange(r.url());
+    const r = await h.receiver(() => ({ status: 503 }));
+    const { delivery } = await h.arrange(r.url());
 
-    await handOff(queue.queue, delivery);
-    const row = await waitForState(t.db, delivery.id, "failed");
-    await jobGone(delivery.id);
+    await h.handOff(delivery);
+    const row = await h.waitForState(delivery.id, "failed");
+    await h.jobGone(delivery.id);
 
     expect(row.attemptsMade).toBe(5);
     expect(row.completedAt).not.toBeNull();
     expect(r.requests).toHaveLength(5);
-    const attempts = await attemptRows(t.db, delivery.id);
+    const attempts = await h.attempts(delivery.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual(
       [1, 2, 3, 4, 5].map((n) => [n, 503, "http_status"]),
     );
 
     // The outbox relay hands the delivery off again (e.g. it saw a stale row): nothing happens.
-    await handOff(queue.queue, { id: delivery.id, attemptsMade: 5, nextAttemptAt: new Date() });
-    await jobGone(delivery.id);
+    await h.handOff({ id: delivery.id, attemptsMade: 5, nextAttemptAt: new Date() });
+    await h.jobGone(delivery.id);
     expect(r.requests).toHaveLength(5);
-    expect(await attemptRows(t.db, delivery.id)).toHaveLength(5);
+    expect(await h.attempts(delivery.id)).toHaveLength(5);
   });
 
   it("when a job fires before next_attempt_at, then it is delayed and nothing is sent before that time", async () => {
-    const r = await receiver(() => ({ status: 204 }));
-    const bot = await seedBot(t.db);
-    await configureWebhook(t.db, bot.id, r.url(), "s");
+    const r = await h.receiver(() => ({ status: 204 }));
+    const bot = await seedBot(h.db);
+    await h.configureWebhook(bot.id, r.url(), "s");
     // Far enough ahead that the first run is early however slow the machine; the delayed path is
     // then proven by BullMQ's own "delayed" event for this job, not assumed.
     const nextAttemptAt = new Date(Date.now() + 3_000);
-    const delivery = await seedDelivery(t.db, bot.id, { nextAttemptAt });
-    const events = new QueueEvents(QUEUES.webhookDeliveries, { connection: workerRedis(), prefix });
+    const delivery = await h.seedDelivery(bot.id, { nextAttemptAt });
+    const events = new QueueEvents(QUEUES.webhookDeliveries, { connection: workerRedis(), prefix: h.prefix });
     try {
       await events.waitUntilReady();
       let delayedTo: number | null = null;
@@ -193,44 +147,44 @@ describe("webhook delivery", () => {
       });
 
       // Hand off as if the clock said the attempt is due now (delay 0).
-      await handOff(queue.queue, delivery, nextAttemptAt);
+      await h.handOff(delivery, nextAttemptAt);
       const delayedUntil = await waitFor(async () => delayedTo, `job ${delivery.id} to be delayed`);
       expect(r.requests).toHaveLength(0);
       expect(delayedUntil).toBe(nextAttemptAt.getTime());
-      await waitForState(t.db, delivery.id, "delivered");
+      await h.waitForState(delivery.id, "delivered");
     } finally {
       await events.close();
     }
 
     expect(r.requests).toHaveLength(1);
     expect(r.requests[0]!.at).toBeGreaterThanOrEqual(nextAttemptAt.getTime() - EARLY_SLACK_MS);
-    expect(await attemptRows(t.db, delivery.id)).toHaveLength(1);
+    expect(await h.attempts(delivery.id)).toHaveLength(1);
   });
 
   it("when the bot's webhook was removed before the attempt, then the delivery is failed without a request or an attempt", async () => {
-    const r = await receiver(() => ({ status: 204 }));
-    const { bot, delivery } = await arrange(r.url());
-    await configureWebhook(t.db, bot.id, null, null);
+    const r = await h.receiver(() => ({ status: 204 }));
+    const { bot, delivery } = await h.arrange(r.url());
+    await h.configureWebhook(bot.id, null, null);
 
-    await handOff(queue.queue, delivery);
-    const row = await waitForState(t.db, delivery.id, "failed");
+    await h.handOff(delivery);
+    const row = await h.waitForState(delivery.id, "failed");
 
     expect(row.attemptsMade).toBe(0);
     expect(r.requests).toHaveLength(0);
-    expect(await attemptRows(t.db, delivery.id)).toHaveLength(0);
+    expect(await h.attempts(delivery.id)).toHaveLength(0);
   });
 
   it("when the same delivery is handed off twice while queued, then it is sent once", async () => {
-    const r = await receiver(() => ({ status: 204, delayMs: 50 }));
-    const { delivery } = await arrange(r.url());
+    const r = await h.receiver(() => ({ status: 204, delayMs: 50 }));
+    const { delivery } = await h.arrange(r.url());
 
-    await Promise.all([handOff(queue.queue, delivery), handOff(queue.queue, delivery)]);
-    await waitForState(t.db, delivery.id, "delivered");
-    await jobGone(delivery.id);
-    await handOff(queue.queue, delivery); // a late re-hand-off after delivery
-    await jobGone(delivery.id);
+    await Promise.all([h.handOff(delivery), h.handOff(delivery)]);
+    await h.waitForState(delivery.id, "delivered");
+    await h.jobGone(delivery.id);
+    await h.handOff(delivery); // a late re-hand-off after delivery
+    await h.jobGone(delivery.id);
 
     expect(r.requests).toHaveLength(1);
-    expect(await attemptRows(t.db, delivery.id)).toHaveLength(1);
+    expect(await h.attempts(delivery.id)).toHaveLength(1);
   });
 });

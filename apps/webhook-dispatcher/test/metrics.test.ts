@@ -7,6 +7,7 @@ import {
   testRedisPrefix,
 } from "@botdir/db/testing";
 import { systemClock } from "@botdir/service-kit";
+import { silentLogger } from "@botdir/service-kit/testing";
 import type { Redis } from "ioredis";
 import request from "supertest";
 import { createHttpApp } from "../src/app.js";
@@ -19,7 +20,6 @@ import {
   type Receiver,
   secretBox,
   seedDelivery,
-  silentLogger,
   startReceiver,
   testConfig,
   waitForState,

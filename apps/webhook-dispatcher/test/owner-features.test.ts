@@ -4,6 +4,7 @@
  */
 import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
+import { silentLogger } from "@botdir/service-kit/testing";
 import { Webhook } from "standardwebhooks";
 import { createDeliverHandler } from "../src/deliver.handler.js";
 import type { AttemptOutcome, WebhookRequest } from "../src/http-client.js";
@@ -16,7 +17,6 @@ import {
   ok,
   secretBox,
   seedDelivery,
-  silentLogger,
 } from "./support.js";
 
 const DAY = 24 * 60 * 60 * 1000;

@@ -2,8 +2,10 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createTestDatabase, seedBot, type TestDatabase, testRedisPrefix } from "@botdir/db/testing";
+import type { VoteEvent } from "@botdir/sdk";
+import { waitFor } from "@botdir/service-kit/testing";
 import request from "supertest";
-import { createReceiver, type Vote } from "../examples/receiver.js";
+import { createReceiver } from "../examples/receiver.js";
 import {
   attemptRows,
   configureWebhook,
@@ -13,7 +15,6 @@ import {
   seedDelivery,
   startWorker,
   testConfig,
-  waitFor,
   waitForState,
 } from "./support.js";
 
@@ -22,10 +23,10 @@ let t: TestDatabase;
 let queue: ReturnType<typeof openQueue>;
 let worker: StartedWorker;
 let server: Server;
-const votes: { vote: Vote; deliveryId: string }[] = [];
+const votes: { vote: VoteEvent; deliveryId: string }[] = [];
 const app = createReceiver({
   secret: SECRET,
-  onVote: (vote, deliveryId) => void votes.push({ vote, deliveryId }),
+  onVote: (vote, { deliveryId }) => void votes.push({ vote, deliveryId }),
 });
 
 beforeAll(async () => {
@@ -83,6 +84,7 @@ describe("the example receiver", () => {
         .set("X-Webhook-Event", "vote.create")
         .set("X-Webhook-Delivery", "6f1c2d1e-3b7a-4c47-9a53-0d9cfb3c2a11")
         .set("X-Webhook-Signature-256", sign(SECRET, body))
+        .set("Authorization", SECRET)
         .send(body);
     const before = votes.length;
 
@@ -104,6 +106,7 @@ describe("the example receiver", () => {
       .set("X-Webhook-Event", "vote.create")
       .set("X-Webhook-Delivery", "d")
       .set("X-Webhook-Signature-256", sign(SECRET, original))
+      .set("Authorization", SECRET)
       .send(reformatted);
 
     expect(res.status).toBe(401);

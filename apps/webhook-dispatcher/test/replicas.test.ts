@@ -1,61 +1,37 @@
-import { createTestDatabase, seedBot, type TestDatabase, testRedisPrefix } from "@botdir/db/testing";
-import {
-  attemptRows,
-  configureWebhook,
-  handOff,
-  openQueue,
-  type Receiver,
-  type StartedWorker,
-  seedDelivery,
-  startReceiver,
-  startWorker,
-  testConfig,
-  waitFor,
-} from "./support.js";
+import { seedBot } from "@botdir/db/testing";
+import { waitFor } from "@botdir/service-kit/testing";
+import { type DispatcherHarness, type Receiver, startDispatcherHarness } from "./support.js";
 
 const N = 24;
-let t: TestDatabase;
-let queue: ReturnType<typeof openQueue>;
-let replicas: StartedWorker[];
+let h: DispatcherHarness;
 let receiver: Receiver;
 
 beforeAll(async () => {
-  t = await createTestDatabase({ poolMax: 8 });
-  const prefix = testRedisPrefix();
-  queue = openQueue(prefix);
-  replicas = [
-    await startWorker(t.db, testConfig(prefix, { concurrency: 3 })),
-    await startWorker(t.db, testConfig(prefix, { concurrency: 3 })),
-  ];
-  receiver = await startReceiver(() => ({ status: 204, delayMs: 20 }));
+  // A 10 s attempt timeout: with testConfig's 300 ms a loaded machine times a 20 ms answer out and
+  // the retry is a second request for the same delivery.
+  const replica = { concurrency: 3, lockDurationMs: 30_000, timeoutMs: 10_000 };
+  h = await startDispatcherHarness({ poolMax: 8, workers: [replica, replica] });
+  receiver = await h.receiver(() => ({ status: 204, delayMs: 20 }));
 });
-
-afterAll(async () => {
-  await Promise.all(replicas.map((r) => r.close()));
-  await queue.close();
-  await receiver.close();
-  await t.drop();
-});
+afterAll(() => h.close());
 
 describe("two dispatcher replicas on one queue", () => {
   it("when N deliveries are queued (some handed off twice), then each is sent exactly once and both replicas work", async () => {
-    const bot = await seedBot(t.db);
-    await configureWebhook(t.db, bot.id, receiver.url(), "secret");
+    const bot = await seedBot(h.db);
+    await h.configureWebhook(bot.id, receiver.url(), "secret");
     const deliveries = [];
-    for (let i = 0; i < N; i++) deliveries.push(await seedDelivery(t.db, bot.id));
+    for (let i = 0; i < N; i++) deliveries.push(await h.seedDelivery(bot.id));
     const processedBy = new Map<number, number>();
-    replicas.forEach((r, i) => {
+    h.workers.forEach((r, i) => {
       r.worker.on("completed", () => processedBy.set(i, (processedBy.get(i) ?? 0) + 1));
     });
 
     // Like a relay re-hand-off racing the request path: every third delivery is added twice.
     await Promise.all(
-      deliveries.flatMap((d, i) =>
-        i % 3 === 0 ? [handOff(queue.queue, d), handOff(queue.queue, d)] : [handOff(queue.queue, d)],
-      ),
+      deliveries.flatMap((d, i) => (i % 3 === 0 ? [h.handOff(d), h.handOff(d)] : [h.handOff(d)])),
     );
     await waitFor(
-      async () => (await t.db.prisma.delivery.count({ where: { botId: bot.id, state: "delivered" } })) === N,
+      async () => (await h.db.prisma.delivery.count({ where: { botId: bot.id, state: "delivered" } })) === N,
       "all deliveries to be delivered",
     );
 
@@ -66,7 +42,7 @@ describe("two dispatcher replicas on one queue", () => {
     }
     expect(perDelivery.size).toBe(N);
     expect([...perDelivery.values()].every((count) => count === 1)).toBe(true);
-    for (const d of deliveries) expect(await attemptRows(t.db, d.id)).toHaveLength(1);
+    for (const d of deliveries) expect(await h.attempts(d.id)).toHaveLength(1);
     expect(processedBy.size).toBe(2);
   });
 });

@@ -8,13 +8,13 @@ import {
   type TestDatabase,
 } from "@botdir/db/testing";
 import { createMetricsRegistry, ManualClock } from "@botdir/service-kit";
+import { silentLogger } from "@botdir/service-kit/testing";
 import {
   createRetentionMetrics,
   RETENTION_LOCK_ID,
   runRetention,
   scheduleRetention,
 } from "../src/retention.js";
-import { silentLogger } from "./support.js";
 
 let t: TestDatabase;
 const DAY = 24 * 60 * 60 * 1000;

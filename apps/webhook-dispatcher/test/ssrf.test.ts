@@ -1,20 +1,7 @@
 import type { AddressInfo } from "node:net";
 import { createServer, type Server } from "node:net";
-import { createTestDatabase, seedBot, type TestDatabase, testRedisPrefix } from "@botdir/db/testing";
 import type { Resolver } from "@botdir/webhook-targets";
-import {
-  attemptRows,
-  configureWebhook,
-  handOff,
-  openQueue,
-  type Receiver,
-  type StartedWorker,
-  seedDelivery,
-  startReceiver,
-  startWorker,
-  testConfig,
-  waitForState,
-} from "./support.js";
+import { type DispatcherHarness, type Receiver, startDispatcherHarness } from "./support.js";
 
 // Answers for made-up host names; anything else does not resolve.
 const fakeDns: Record<string, string[]> = {
@@ -29,25 +16,20 @@ const resolver: Resolver = async (host) => {
   return answer;
 };
 
-let t: TestDatabase;
-let strictQueue: ReturnType<typeof openQueue>;
-let lenientQueue: ReturnType<typeof openQueue>;
-let strict: StartedWorker;
-let lenient: StartedWorker;
+// Two harnesses: one under production rules (https only, public addresses only), one allowing
+// private targets.
+let strict: DispatcherHarness;
+let lenient: DispatcherHarness;
 let tcp: Server;
 let tcpPort: number;
 let connections = 0;
 let receiver: Receiver;
 
 beforeAll(async () => {
-  t = await createTestDatabase();
-  const strictPrefix = testRedisPrefix();
-  const lenientPrefix = testRedisPrefix();
-  strictQueue = openQueue(strictPrefix);
-  lenientQueue = openQueue(lenientPrefix);
-  // Production rules: https only, public addresses only.
-  strict = await startWorker(t.db, testConfig(strictPrefix, { allowPrivateTargets: false, resolver }));
-  lenient = await startWorker(t.db, testConfig(lenientPrefix, { allowPrivateTargets: true, resolver }));
+  [strict, lenient] = await Promise.all([
+    startDispatcherHarness({ workers: [{ allowPrivateTargets: false, resolver }] }),
+    startDispatcherHarness({ workers: [{ allowPrivateTargets: true, resolver }] }),
+  ]);
   // A raw TCP listener on loopback: any connection at all to it would be counted.
   tcp = createServer((socket) => {
     connections++;
@@ -55,30 +37,19 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => tcp.listen(0, "127.0.0.1", resolve));
   tcpPort = (tcp.address() as AddressInfo).port;
-  receiver = await startReceiver(() => ({ status: 204 }));
+  receiver = await lenient.receiver(() => ({ status: 204 }));
 });
 
 afterAll(async () => {
-  await strict.close();
-  await lenient.close();
-  await strictQueue.close();
-  await lenientQueue.close();
-  await receiver.close();
+  await Promise.all([strict.close(), lenient.close()]);
   await new Promise<void>((resolve) => tcp.close(() => resolve()));
-  await t.drop();
 });
 
-async function deliverTo(
-  url: string,
-  queue: ReturnType<typeof openQueue>,
-  finalState: "delivered" | "failed",
-) {
-  const bot = await seedBot(t.db);
-  await configureWebhook(t.db, bot.id, url, "secret");
-  const delivery = await seedDelivery(t.db, bot.id);
-  await handOff(queue.queue, delivery);
-  await waitForState(t.db, delivery.id, finalState);
-  return attemptRows(t.db, delivery.id);
+async function deliverTo(url: string, h: DispatcherHarness, finalState: "delivered" | "failed") {
+  const { delivery } = await h.arrange(url, { secret: "secret" });
+  await h.handOff(delivery);
+  await h.waitForState(delivery.id, finalState);
+  return h.attempts(delivery.id);
 }
 
 describe("SSRF checks at connect time", () => {
@@ -93,7 +64,7 @@ describe("SSRF checks at connect time", () => {
     "when the webhook names %s, then every attempt is refused_target and no connection is made",
     async (_name, url) => {
       const before = connections;
-      const attempts = await deliverTo(url(), strictQueue, "failed");
+      const attempts = await deliverTo(url(), strict, "failed");
 
       expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual(
         [1, 2, 3, 4, 5].map((n) => [n, null, "refused_target"]),
@@ -103,13 +74,13 @@ describe("SSRF checks at connect time", () => {
   );
 
   it("when the host does not resolve, then the attempt fails with error kind dns", async () => {
-    const attempts = await deliverTo("https://nowhere.example/hook", strictQueue, "failed");
+    const attempts = await deliverTo("https://nowhere.example/hook", strict, "failed");
     expect(attempts.map((a) => a.errorKind)).toEqual(["dns", "dns", "dns", "dns", "dns"]);
   });
 
   it("when private targets are allowed, then the request goes to the address the checked lookup returned", async () => {
     const port = new URL(receiver.url()).port;
-    const attempts = await deliverTo(`http://dev-box.example:${port}/hook`, lenientQueue, "delivered");
+    const attempts = await deliverTo(`http://dev-box.example:${port}/hook`, lenient, "delivered");
 
     expect(attempts.map((a) => [a.statusCode, a.errorKind])).toEqual([[204, null]]);
     expect(receiver.requests).toHaveLength(1);

@@ -3,16 +3,23 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createSecretBox, type Db, type SecretBox } from "@botdir/db";
-import { randomUserId, testRedisUrl } from "@botdir/db/testing";
+import {
+  createTestDatabase,
+  randomUserId,
+  type SeededBot,
+  seedBot,
+  type TestDatabase,
+  testRedisPrefix,
+  testRedisUrl,
+} from "@botdir/db/testing";
 import { deliveryJobData, deliveryJobOptions, type JOBS, QUEUES } from "@botdir/schema";
 import { type Logger, type ManualClock, systemClock } from "@botdir/service-kit";
+import { silentLogger, waitFor } from "@botdir/service-kit/testing";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import type { ClaimOptions } from "../src/deliveries.js";
 import type { AttemptOutcome } from "../src/http-client.js";
 import { createDispatcherWorker, type DispatcherConfig, type DispatcherWorker } from "../src/worker.js";
-
-export const silentLogger: Logger = { info() {}, warn() {}, error() {} };
 
 export const encryptionKey = randomBytes(32);
 export const secretBox: SecretBox = createSecretBox(encryptionKey);
@@ -53,11 +60,13 @@ export async function startWorker(
     config,
   );
   await worker.waitUntilReady();
+  let closed: Promise<void> | undefined;
   return {
     worker,
-    async close() {
-      await worker.close();
-      redis.disconnect();
+    close() {
+      // Once: a harness closes every worker it started, also one a test closed already.
+      closed ??= worker.close().then(() => redis.disconnect());
+      return closed;
     },
   };
 }
@@ -133,20 +142,6 @@ export async function deliveryRow(db: Db, id: string) {
 
 export async function attemptRows(db: Db, deliveryId: string) {
   return db.prisma.attempt.findMany({ where: { deliveryId }, orderBy: { attemptNumber: "asc" } });
-}
-
-export async function waitFor<T>(
-  probe: () => Promise<T | undefined | null | false>,
-  what: string,
-  timeoutMs = 15_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 export async function waitForState(db: Db, id: string, state: "delivered" | "failed", timeoutMs?: number) {
@@ -239,4 +234,100 @@ export function claimOptions(clock: ManualClock): ClaimOptions {
     retryDelays: DELAYS,
     decryptSecret: (s) => secretBox.decrypt(s),
   };
+}
+
+/** A seeded delivery as handOff takes it. */
+type HandOff = Parameters<typeof handOff>[1];
+
+/**
+ * The dispatcher's worker harness: a database and a queue prefix of the test file's own, the
+ * queue, dispatcher workers consuming it (one by default), receivers, and one teardown (`close`).
+ */
+export interface DispatcherHarness {
+  t: TestDatabase;
+  db: Db;
+  prefix: string;
+  queue: Queue;
+  /** The workers, in start order (`worker` is the first). */
+  workers: StartedWorker[];
+  worker: StartedWorker;
+  /** Starts a receiver that `close` closes. */
+  receiver(reply?: (req: ReceivedRequest, n: number) => Reply): Promise<Receiver>;
+  /** Starts one more worker on the queue (`testConfig` plus `overrides`), closed by `close`. */
+  addWorker(overrides?: Partial<DispatcherConfig>, logger?: Logger): Promise<StartedWorker>;
+  /** An approved bot whose webhook points at `url`, and one pending delivery of it. */
+  arrange(
+    url: string,
+    options?: { secret?: string; nextAttemptAt?: Date },
+  ): Promise<{ bot: SeededBot; delivery: SeededDelivery; secret: string }>;
+  seedDelivery(botId: string, options?: { nextAttemptAt?: Date; votedAt?: Date }): Promise<SeededDelivery>;
+  configureWebhook(botId: string, url: string | null, secret: string | null): Promise<void>;
+  handOff(delivery: HandOff, now?: Date): Promise<void>;
+  row(id: string): ReturnType<typeof deliveryRow>;
+  attempts(deliveryId: string): ReturnType<typeof attemptRows>;
+  waitForState(id: string, state: "delivered" | "failed", timeoutMs?: number): ReturnType<typeof deliveryRow>;
+  /** Waits until the job of delivery `id` has left the queue. */
+  jobGone(id: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startDispatcherHarness(
+  options: { workers?: Partial<DispatcherConfig>[]; poolMax?: number; logger?: Logger } = {},
+): Promise<DispatcherHarness> {
+  const t = await createTestDatabase(options.poolMax === undefined ? {} : { poolMax: options.poolMax });
+  const prefix = testRedisPrefix();
+  const opened = openQueue(prefix);
+  const workers: StartedWorker[] = [];
+  const receivers: Receiver[] = [];
+  const addWorker = async (overrides: Partial<DispatcherConfig> = {}, logger = options.logger) => {
+    const started = await startWorker(t.db, testConfig(prefix, overrides), logger);
+    workers.push(started);
+    return started;
+  };
+  for (const overrides of options.workers ?? [{}]) await addWorker(overrides);
+  const harness: DispatcherHarness = {
+    t,
+    db: t.db,
+    prefix,
+    queue: opened.queue,
+    workers,
+    get worker() {
+      const first = workers[0];
+      if (!first) throw new Error("the harness runs no worker");
+      return first;
+    },
+    async receiver(reply = () => ({ status: 204 })) {
+      const started = await startReceiver(reply);
+      receivers.push(started);
+      return started;
+    },
+    addWorker,
+    async arrange(url, arrangeOptions = {}) {
+      const secret = arrangeOptions.secret ?? "whsec_test_secret";
+      const bot = await seedBot(t.db);
+      await configureWebhook(t.db, bot.id, url, secret);
+      const delivery = await seedDelivery(
+        t.db,
+        bot.id,
+        arrangeOptions.nextAttemptAt ? { nextAttemptAt: arrangeOptions.nextAttemptAt } : {},
+      );
+      return { bot, delivery, secret };
+    },
+    seedDelivery: (botId, seedOptions) => seedDelivery(t.db, botId, seedOptions),
+    configureWebhook: (botId, url, secret) => configureWebhook(t.db, botId, url, secret),
+    handOff: (delivery, now) => handOff(opened.queue, delivery, now),
+    row: (id) => deliveryRow(t.db, id),
+    attempts: (deliveryId) => attemptRows(t.db, deliveryId),
+    waitForState: (id, state, timeoutMs) => waitForState(t.db, id, state, timeoutMs),
+    async jobGone(id) {
+      await waitFor(async () => (await opened.queue.getJob(id)) === undefined, `job ${id} to be removed`);
+    },
+    async close() {
+      await Promise.all(workers.map((w) => w.close()));
+      await opened.close();
+      await Promise.all(receivers.map((r) => r.close()));
+      await t.drop();
+    },
+  };
+  return harness;
 }

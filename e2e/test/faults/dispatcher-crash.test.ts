@@ -3,36 +3,22 @@
  * request open). The vote was cast on the real vote-ingest; the delivery is completed by the
  * restarted dispatcher, or by a second replica, with at most five attempts and one success.
  */
-import {
-  createTestDatabase,
-  type PrivateRedis,
-  randomUserId,
-  startRedisServer,
-  type TestDatabase,
-} from "@botdir/db/testing";
-import { type AppProcess, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
-import { type Receiver, startReceiver } from "../../src/receivers.js";
-import { appEnv, attemptsOf, castVote, deliveriesOf, seedWebhookBot } from "../../src/stack.js";
+import { randomUserId } from "@botdir/db/testing";
+import { type AppProcess, waitFor } from "../../src/processes.js";
+import { useStack } from "../../src/stack.js";
 
-const keys = freshKeys();
-let t: TestDatabase;
-let redis: PrivateRedis;
-let receiver: Receiver;
-let ingest: AppProcess;
-let env: Record<string, string>;
-
-beforeAll(async () => {
-  [t, redis] = await Promise.all([createTestDatabase(), startRedisServer()]);
+const stack = useStack({
+  privateRedis: true,
+  replicas: { api: 0, "webhook-dispatcher": 0 },
   // The first request of each path hangs (the dispatcher is killed while waiting); later ones 204.
-  receiver = await startReceiver((_req, n) => (n === 1 ? "hang" : { status: 204 }));
-  env = appEnv({ databaseUrl: t.url, redisUrl: redis.url, keys }, { WEBHOOK_TIMEOUT_MS: "3000" });
-  ingest = await startApp("vote-ingest", env);
-}, 60_000);
+  reply: (_req, n) => (n === 1 ? "hang" : { status: 204 }),
+  env: { WEBHOOK_TIMEOUT_MS: "3000" },
+});
 
 // Each test runs its own dispatchers; none may outlive it and take the next test's jobs.
 const dispatchers: AppProcess[] = [];
-async function startDispatcher(extra: Record<string, string> = {}) {
-  const proc = await startApp("webhook-dispatcher", { ...env, ...extra });
+async function startDispatcher() {
+  const proc = await stack.start("webhook-dispatcher");
   dispatchers.push(proc);
   return proc;
 }
@@ -40,28 +26,25 @@ afterEach(async () => {
   await Promise.all(dispatchers.splice(0).map((d) => d.kill()));
 });
 
-afterAll(async () => {
-  await stopAll();
-  await redis?.kill();
-  await receiver?.close();
-  await t?.drop();
-});
-
 /**
  * Casts a vote with one dispatcher running (two with `twoReplicas`), waits for its attempt to hang,
  * then SIGKILLs the replica that sent it; returns the other one, if any.
  */
 async function castAndKillMidAttempt(path: string, options: { twoReplicas: boolean }) {
-  const bot = await seedWebhookBot(t.db, keys, receiver.url(path));
+  const bot = await stack.webhookBot(stack.receiver.url(path));
   // Both replicas run before the vote: no start-up has to fit inside the hanging attempt's timeout
   // (3 s; the kill follows the request within milliseconds).
   const replicas = await Promise.all(
     Array.from({ length: options.twoReplicas ? 2 : 1 }, () => startDispatcher()),
   );
-  const cast = await castVote(ingest.base, keys.internalKey, bot.id, randomUserId());
+  const cast = await stack.vote(bot.id, randomUserId());
   expect(cast.status).toBe(201);
-  await waitFor(() => receiver.forPath(path).length === 1, "the first attempt to reach the receiver", 20_000);
-  const sender = receiver.forPath(path)[0]!.remotePort;
+  await waitFor(
+    () => stack.receiver.forPath(path).length === 1,
+    "the first attempt to reach the receiver",
+    20_000,
+  );
+  const sender = stack.receiver.forPath(path)[0]!.remotePort;
   const holding = replicas.filter((r) => r.ownsLocalPort(sender));
   expect(holding).toHaveLength(1);
   await holding[0]!.kill();
@@ -71,21 +54,21 @@ async function castAndKillMidAttempt(path: string, options: { twoReplicas: boole
 async function expectCompletedOnce(botId: string, path: string) {
   const [delivery] = await waitFor(
     async () => {
-      const rows = await deliveriesOf(t.db, botId);
+      const rows = await stack.deliveries(botId);
       return rows.length === 1 && rows[0]!.state === "delivered" ? rows : null;
     },
     "the delivery to be delivered",
     30_000,
     100,
   );
-  const attempts = await attemptsOf(t.db, delivery!.id);
+  const attempts = await stack.attempts(delivery!.id);
   expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([
     [1, null, "interrupted"],
     [2, 204, null],
   ]);
   expect(attempts.filter((a) => a.errorKind === null)).toHaveLength(1);
   expect(delivery!.attemptsMade).toBeLessThanOrEqual(5);
-  const received = receiver.forPath(path);
+  const received = stack.receiver.forPath(path);
   expect(received).toHaveLength(2);
   expect(new Set(received.map((r) => r.headers["x-webhook-delivery"]))).toEqual(new Set([delivery!.id]));
   expect(received[0]!.body.equals(received[1]!.body)).toBe(true);

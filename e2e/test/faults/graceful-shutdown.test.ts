@@ -4,31 +4,11 @@
  * answered and written, new connections are refused, and the process exits 0.
  */
 import http from "node:http";
-import {
-  createTestDatabase,
-  randomUserId,
-  seedBot,
-  type TestDatabase,
-  testRedisUrl,
-} from "@botdir/db/testing";
-import { type AppProcess, call, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
-import { appEnv } from "../../src/stack.js";
+import { randomUserId, seedBot } from "@botdir/db/testing";
+import { call, waitFor } from "../../src/processes.js";
+import { useStack } from "../../src/stack.js";
 
-const keys = freshKeys();
-let t: TestDatabase;
-let api: AppProcess;
-let ingest: AppProcess;
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-  const env = appEnv({ databaseUrl: t.url, redisUrl: testRedisUrl(), keys });
-  [api, ingest] = await Promise.all([startApp("api", env), startApp("vote-ingest", env)]);
-}, 60_000);
-
-afterAll(async () => {
-  await stopAll();
-  await t?.drop();
-});
+const stack = useStack({ replicas: { "webhook-dispatcher": 0 } });
 
 /**
  * Starts a POST whose body is sent in two halves: the first half once the server has read the
@@ -80,41 +60,44 @@ function connects(base: string): Promise<boolean> {
 
 describe("graceful shutdown", () => {
   it("when the API gets SIGTERM during a stats post, then the post is answered and stored, and the process exits 0", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     const post = slowPost(
-      api.base,
+      stack.api.base,
       `/api/v1/bots/${bot.id}/stats`,
       { authorization: bot.token as string },
       '{"server_count":4242}',
     );
     await post.inFlight; // the server has the request head, and half of the body is sent
-    api.child.kill("SIGTERM");
-    await waitFor(async () => !(await connects(api.base)), "the API to stop accepting connections");
+    stack.api.child.kill("SIGTERM");
+    await waitFor(async () => !(await connects(stack.api.base)), "the API to stop accepting connections");
     post.finish();
     expect(await post.answer).toEqual({ status: 200, body: '{"success":true,"server_count":4242}' });
-    expect(await api.exited).toBe(0);
-    const row = await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } });
+    expect(await stack.api.exited).toBe(0);
+    const row = await stack.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } });
     expect(row.serverCount).toBe(4242n);
   });
 
   it("when vote-ingest gets SIGTERM during a vote, then the vote is answered 201 and recorded, and the process exits 0", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     const user = randomUserId();
     const post = slowPost(
-      ingest.base,
+      stack.ingest.base,
       "/internal/v1/votes",
-      { authorization: keys.internalKey },
+      { authorization: stack.keys.internalKey },
       JSON.stringify({ bot_id: bot.id, user_id: user }),
     );
     await post.inFlight;
-    ingest.child.kill("SIGTERM");
-    await waitFor(async () => !(await connects(ingest.base)), "vote-ingest to stop accepting connections");
+    stack.ingest.child.kill("SIGTERM");
+    await waitFor(
+      async () => !(await connects(stack.ingest.base)),
+      "vote-ingest to stop accepting connections",
+    );
     post.finish();
     const answer = await post.answer;
     expect(answer.status).toBe(201);
     expect(JSON.parse(answer.body).vote.user_id).toBe(user);
-    expect(await ingest.exited).toBe(0);
-    expect(await t.db.prisma.vote.count({ where: { botId: bot.id, userId: user } })).toBe(1);
+    expect(await stack.ingest.exited).toBe(0);
+    expect(await stack.db.prisma.vote.count({ where: { botId: bot.id, userId: user } })).toBe(1);
   });
 });
 
@@ -123,12 +106,8 @@ describe("drain on SIGTERM", () => {
     // A drain long enough that a loaded machine still fits the readiness check and five requests
     // into it; the expected figures are tens of milliseconds.
     const drainMs = 6_000;
-    const env = appEnv(
-      { databaseUrl: t.url, redisUrl: testRedisUrl(), keys },
-      { SHUTDOWN_DRAIN_MS: String(drainMs) },
-    );
-    const draining = await startApp("api", env);
-    const bot = await seedBot(t.db);
+    const draining = await stack.start("api", { SHUTDOWN_DRAIN_MS: String(drainMs) });
+    const bot = await seedBot(stack.db);
     const auth = { authorization: bot.token as string };
     const check = () =>
       call(`${draining.base}/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`, { headers: auth });

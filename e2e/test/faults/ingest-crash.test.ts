@@ -5,52 +5,33 @@
  * and it is killed right after the 201. The outbox relay of the restarted vote-ingest, now with
  * Redis, hands the delivery off and the dispatcher delivers it.
  */
-import {
-  createTestDatabase,
-  type PrivateRedis,
-  randomUserId,
-  startRedisServer,
-  type TestDatabase,
-} from "@botdir/db/testing";
+import { randomUserId } from "@botdir/db/testing";
 import { DEFAULT_QUEUE_PREFIX, QUEUES } from "@botdir/schema";
 import { Redis } from "ioredis";
-import { freePort, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
-import { type Receiver, startReceiver } from "../../src/receivers.js";
-import { appEnv, attemptsOf, castVote, deliveriesOf, seedWebhookBot } from "../../src/stack.js";
+import { freePort, waitFor } from "../../src/processes.js";
+import { castVote, useStack } from "../../src/stack.js";
 
-const keys = freshKeys();
-let t: TestDatabase;
-let redis: PrivateRedis;
-let receiver: Receiver;
-
-beforeAll(async () => {
-  [t, redis, receiver] = await Promise.all([createTestDatabase(), startRedisServer(), startReceiver()]);
-}, 60_000);
-
-afterAll(async () => {
-  await stopAll();
-  await redis?.kill();
-  await receiver?.close();
-  await t?.drop();
+const stack = useStack({
+  privateRedis: true,
+  replicas: { api: 0, "vote-ingest": 0, "webhook-dispatcher": 0 },
 });
 
 describe("vote-ingest SIGKILLed between commit and hand-off", () => {
   it("when the process dies after the 201 and before any hand-off, then the restarted vote-ingest's outbox relay hands the delivery off and it is delivered once", async () => {
-    const env = appEnv({ databaseUrl: t.url, redisUrl: redis.url, keys });
-    const bot = await seedWebhookBot(t.db, keys, receiver.url("/hook"));
-    const dispatcher = await startApp("webhook-dispatcher", env);
+    const bot = await stack.webhookBot(stack.receiver.url("/hook"));
+    const dispatcher = await stack.start("webhook-dispatcher");
     const deadRedis = `redis://127.0.0.1:${await freePort()}`;
-    const doomed = await startApp("vote-ingest", { ...env, REDIS_URL: deadRedis });
+    const doomed = await stack.start("vote-ingest", { REDIS_URL: deadRedis });
 
     const voter = randomUserId();
-    const cast = await castVote(doomed.base, keys.internalKey, bot.id, voter);
+    const cast = await castVote(doomed.base, stack.keys.internalKey, bot.id, voter);
     await doomed.kill();
 
     expect(cast.status).toBe(201);
-    const [pending] = await deliveriesOf(t.db, bot.id);
+    const [pending] = await stack.deliveries(bot.id);
     expect(pending).toMatchObject({ state: "pending", attemptsMade: 0, handedOffAt: null });
     // Nothing reached the queue: the delivery exists only in PostgreSQL.
-    const probe = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+    const probe = new Redis(stack.redis.url, { maxRetriesPerRequest: 1 });
     try {
       // A job's hash key is <prefix>:<queue>:<job id>, and the job id is the delivery id.
       expect(await probe.exists(`${DEFAULT_QUEUE_PREFIX}:${QUEUES.webhookDeliveries}:${pending!.id}`)).toBe(
@@ -59,26 +40,26 @@ describe("vote-ingest SIGKILLed between commit and hand-off", () => {
     } finally {
       probe.disconnect();
     }
-    expect(receiver.requests).toHaveLength(0);
+    expect(stack.receiver.requests).toHaveLength(0);
     expect(dispatcher.alive()).toBe(true);
 
-    await startApp("vote-ingest", env);
+    await stack.start("vote-ingest");
 
     await waitFor(
-      async () => (await deliveriesOf(t.db, bot.id))[0]?.state === "delivered",
+      async () => (await stack.deliveries(bot.id))[0]?.state === "delivered",
       "the delivery",
       30_000,
       100,
     );
-    const attempts = await attemptsOf(t.db, pending!.id);
+    const attempts = await stack.attempts(pending!.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([[1, 204, null]]);
-    expect(receiver.requests).toHaveLength(1);
-    expect(receiver.requests[0]!.headers["x-webhook-delivery"]).toBe(pending!.id);
-    expect(JSON.parse(receiver.requests[0]!.body.toString())).toMatchObject({
+    expect(stack.receiver.requests).toHaveLength(1);
+    expect(stack.receiver.requests[0]!.headers["x-webhook-delivery"]).toBe(pending!.id);
+    expect(JSON.parse(stack.receiver.requests[0]!.body.toString())).toMatchObject({
       bot_id: bot.id,
       user_id: voter,
     });
-    const [delivered] = await deliveriesOf(t.db, bot.id);
+    const [delivered] = await stack.deliveries(bot.id);
     expect(delivered!.handedOffAt).not.toBeNull();
   });
 });

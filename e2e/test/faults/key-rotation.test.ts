@@ -8,52 +8,20 @@ import { execFile } from "node:child_process";
 import { createCipheriv, createHmac, randomBytes } from "node:crypto";
 import { promisify } from "node:util";
 import { createSecretBox, keyIdOf } from "@botdir/db";
-import {
-  createTestDatabase,
-  type PrivateRedis,
-  randomUserId,
-  startRedisServer,
-  type TestDatabase,
-} from "@botdir/db/testing";
-import {
-  type AppProcess,
-  baseEnv,
-  call,
-  freshKeys,
-  REPO_ROOT,
-  startApp,
-  stopAll,
-  waitFor,
-} from "../../src/processes.js";
-import { type Receiver, startReceiver } from "../../src/receivers.js";
-import { appEnv, castVote, deliveriesOf, seedWebhookBot } from "../../src/stack.js";
+import { randomUserId } from "@botdir/db/testing";
+import { type AppProcess, baseEnv, call, REPO_ROOT, startApp, waitFor } from "../../src/processes.js";
+import { castVote, useStack } from "../../src/stack.js";
 
-const keys = freshKeys(); // keys.encryptionKey is the old key
 const newKey = randomBytes(32);
-let t: TestDatabase;
-let redis: PrivateRedis;
-let receiver: Receiver;
+const stack = useStack({
+  privateRedis: true,
+  replicas: { api: 0, "vote-ingest": 0, "webhook-dispatcher": 0 },
+}); // stack.keys.encryptionKey is the old key
 let apps: AppProcess[] = [];
-
-beforeAll(async () => {
-  [t, redis] = await Promise.all([createTestDatabase(), startRedisServer()]);
-  receiver = await startReceiver();
-}, 60_000);
-
-afterAll(async () => {
-  await stopAll();
-  await redis?.kill();
-  await receiver?.close();
-  await t?.drop();
-});
 
 /** The environment with exactly the given key variable(s) (the stack default is SECRET_ENCRYPTION_KEY). */
 function envWith(keyVars: Record<string, string>): Record<string, string> {
-  const { SECRET_ENCRYPTION_KEY: _single, ...rest } = appEnv({
-    databaseUrl: t.url,
-    redisUrl: redis.url,
-    keys,
-  });
+  const { SECRET_ENCRYPTION_KEY: _single, ...rest } = stack.env;
   return { ...rest, ...keyVars };
 }
 
@@ -79,13 +47,13 @@ interface Hooked {
 
 /** Casts one vote per bot and waits until each has arrived, signed with the bot's current secret. */
 async function voteAndExpectDelivered(ingest: AppProcess, bots: Hooked[]): Promise<void> {
-  const before = new Map(bots.map((b) => [b.id, receiver.forPath(b.path).length]));
+  const before = new Map(bots.map((b) => [b.id, stack.receiver.forPath(b.path).length]));
   for (const bot of bots) {
-    expect((await castVote(ingest.base, keys.internalKey, bot.id, randomUserId())).status).toBe(201);
+    expect((await castVote(ingest.base, stack.keys.internalKey, bot.id, randomUserId())).status).toBe(201);
   }
   for (const bot of bots) {
     const req = await waitFor(
-      () => receiver.forPath(bot.path)[before.get(bot.id) ?? 0],
+      () => stack.receiver.forPath(bot.path)[before.get(bot.id) ?? 0],
       `a delivery for ${bot.path}`,
       20_000,
     );
@@ -94,14 +62,14 @@ async function voteAndExpectDelivered(ingest: AppProcess, bots: Hooked[]): Promi
   }
   for (const bot of bots) {
     await waitFor(
-      async () => (await deliveriesOf(t.db, bot.id)).every((d) => d.state === "delivered"),
+      async () => (await stack.deliveries(bot.id)).every((d) => d.state === "delivered"),
       `every delivery of ${bot.path} to be delivered`,
     );
   }
 }
 
 async function storedSecret(id: string): Promise<string> {
-  return (await t.db.prisma.bot.findUniqueOrThrow({ where: { id } })).webhookSecretEncrypted as string;
+  return (await stack.db.prisma.bot.findUniqueOrThrow({ where: { id } })).webhookSecretEncrypted as string;
 }
 
 function botctl(env: Record<string, string>, ...argv: string[]) {
@@ -117,23 +85,23 @@ function botctl(env: Record<string, string>, ...argv: string[]) {
 
 describe("key rotation", () => {
   it("when a new key is added first, secrets are re-encrypted and the old key is removed, then deliveries continue throughout", async () => {
-    const oldHex = keys.encryptionKeyHex;
+    const oldHex = stack.keys.encryptionKeyHex;
     const newHex = newKey.toString("hex");
 
     // 1. Before: one key, SECRET_ENCRYPTION_KEY. One secret in the pre-ring v1 format, one v2.
     let ingest = await restartApps(envWith({ SECRET_ENCRYPTION_KEY: oldHex }));
-    const a = await seedWebhookBot(t.db, keys, receiver.url("/a"), "whsec_a");
-    const b = await seedWebhookBot(t.db, keys, receiver.url("/b"), "whsec_b");
-    await t.db.prisma.bot.update({
+    const a = await stack.webhookBot(stack.receiver.url("/a"), "whsec_a");
+    const b = await stack.webhookBot(stack.receiver.url("/b"), "whsec_b");
+    await stack.db.prisma.bot.update({
       where: { id: b.id },
-      data: { webhookSecretEncrypted: encryptV1(keys.encryptionKey, "whsec_b") },
+      data: { webhookSecretEncrypted: encryptV1(stack.keys.encryptionKey, "whsec_b") },
     });
     const bots: Hooked[] = [
       { id: a.id, secret: a.secret, path: "/a" },
       { id: b.id, secret: b.secret, path: "/b" },
     ];
-    expect(createSecretBox(keys.encryptionKey).keyIdOf(await storedSecret(a.id))).toBe(
-      keyIdOf(keys.encryptionKey),
+    expect(createSecretBox(stack.keys.encryptionKey).keyIdOf(await storedSecret(a.id))).toBe(
+      keyIdOf(stack.keys.encryptionKey),
     );
     await voteAndExpectDelivered(ingest, bots);
 
@@ -141,11 +109,11 @@ describe("key rotation", () => {
     const ring = { SECRET_ENCRYPTION_KEYS: `${newHex},${oldHex}` };
     ingest = await restartApps(envWith(ring));
     // A webhook set now is encrypted under the new key.
-    const c = await seedWebhookBot(t.db, keys, receiver.url("/c"));
+    const c = await stack.webhookBot(stack.receiver.url("/c"));
     const set = await call(`${ingest.base}/internal/v1/bots/${c.id}/webhook`, {
       method: "PUT",
-      headers: { authorization: keys.internalKey },
-      body: { url: receiver.url("/c") },
+      headers: { authorization: stack.keys.internalKey },
+      body: { url: stack.receiver.url("/c") },
     });
     expect(set.status).toBe(200);
     bots.push({ id: c.id, secret: (set.body as { secret: string }).secret, path: "/c" });
@@ -165,11 +133,11 @@ describe("key rotation", () => {
     const again = await botctl(envWith({ SECRET_ENCRYPTION_KEYS: newHex }), "secrets", "reencrypt");
     expect(JSON.parse(again.stdout)).toEqual({ reencrypted: 0, alreadyCurrent: 3, unreadable: 0 });
     for (const bot of bots) {
-      expect((await deliveriesOf(t.db, bot.id)).map((d) => d.state)).toEqual(
+      expect((await stack.deliveries(bot.id)).map((d) => d.state)).toEqual(
         bot.path === "/c" ? ["delivered", "delivered"] : ["delivered", "delivered", "delivered"],
       );
     }
-  }, 120_000);
+  }, 300_000); // four restarts of two apps, each compiled by tsx on start
 
   it("when a key is not exactly 32 bytes, then the app exits at start with one line naming the variable", async () => {
     const bad = envWith({ SECRET_ENCRYPTION_KEYS: `${newKey.toString("hex")},${"a".repeat(44)}` });

@@ -3,40 +3,11 @@
  * EMPTY (nothing persisted). PostgreSQL carries the truth, so nothing a client was told succeeded
  * is lost, and the public endpoints keep answering.
  */
-import {
-  createTestDatabase,
-  type PrivateRedis,
-  randomUserId,
-  startRedisServer,
-  type TestDatabase,
-} from "@botdir/db/testing";
-import { type AppProcess, call, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
-import { type Receiver, startReceiver } from "../../src/receivers.js";
-import { appEnv, castVote, deliveriesOf, seedWebhookBot } from "../../src/stack.js";
+import { randomUserId } from "@botdir/db/testing";
+import { call, waitFor } from "../../src/processes.js";
+import { useStack } from "../../src/stack.js";
 
-const keys = freshKeys();
-let t: TestDatabase;
-let redis: PrivateRedis;
-let receiver: Receiver;
-let api: AppProcess;
-let ingest: AppProcess;
-
-beforeAll(async () => {
-  [t, redis, receiver] = await Promise.all([createTestDatabase(), startRedisServer(), startReceiver()]);
-  const env = appEnv({ databaseUrl: t.url, redisUrl: redis.url, keys });
-  [api, ingest] = await Promise.all([
-    startApp("api", env),
-    startApp("vote-ingest", env),
-    startApp("webhook-dispatcher", env),
-  ]);
-}, 60_000);
-
-afterAll(async () => {
-  await stopAll();
-  await redis?.kill();
-  await receiver?.close();
-  await t?.drop();
-});
+const stack = useStack({ privateRedis: true });
 
 interface Sample {
   path: string;
@@ -47,13 +18,13 @@ interface Sample {
 
 describe("Redis killed under load", () => {
   it("when Redis dies and restarts empty, then /check and /stats answer 2xx throughout, health reports Redis down, a bad token is still 401, and votes cast meanwhile are delivered", async () => {
-    const bot = await seedWebhookBot(t.db, keys, receiver.url("/hook"));
+    const bot = await stack.webhookBot(stack.receiver.url("/hook"));
     const auth = { authorization: `Bearer ${bot.token}` };
     const voter = randomUserId();
 
     // Everything works before the fault: a vote reaches the receiver.
-    expect((await castVote(ingest.base, keys.internalKey, bot.id, randomUserId())).status).toBe(201);
-    await waitFor(() => receiver.requests.length === 1, "the first webhook", 20_000);
+    expect((await stack.vote(bot.id, randomUserId())).status).toBe(201);
+    await waitFor(() => stack.receiver.requests.length === 1, "the first webhook", 20_000);
 
     let phase: Sample["phase"] = "before";
     let loading = true;
@@ -66,7 +37,7 @@ describe("Redis killed under load", () => {
         const path = stats ? `/api/v1/bots/${bot.id}/stats` : `/api/v1/bots/${bot.id}/check?userId=${voter}`;
         const at = phase;
         try {
-          const r = await call(`${api.base}${path}`, {
+          const r = await call(`${stack.api.base}${path}`, {
             method: stats ? "POST" : "GET",
             headers: auth,
             ...(stats ? { body: { server_count: i } } : {}),
@@ -81,7 +52,7 @@ describe("Redis killed under load", () => {
     const load = Promise.all([0, 1, 2, 3].map(loader));
     await waitFor(() => samples.length >= 20, "load before the fault");
 
-    await redis.kill();
+    await stack.redis.kill();
     phase = "outage";
     await waitFor(
       () => samples.filter((s) => s.phase === "outage").length >= 40,
@@ -89,16 +60,14 @@ describe("Redis killed under load", () => {
       15_000,
     );
 
-    const health = await call(`${api.base}/api/health`);
-    const badToken = await call(`${api.base}/api/v1/bots/${bot.id}/check?userId=${voter}`, {
+    const health = await call(`${stack.api.base}/api/health`);
+    const badToken = await call(`${stack.api.base}/api/v1/bots/${bot.id}/check?userId=${voter}`, {
       headers: { authorization: "Bearer not-the-token" },
     });
     const outageVoters = [randomUserId(), randomUserId(), randomUserId()];
-    const outageVotes = await Promise.all(
-      outageVoters.map((u) => castVote(ingest.base, keys.internalKey, bot.id, u)),
-    );
+    const outageVotes = await Promise.all(outageVoters.map((u) => stack.vote(bot.id, u)));
 
-    await redis.restart();
+    await stack.redis.restart();
     phase = "after";
     await waitFor(
       () => samples.filter((s) => s.phase === "after").length >= 20,
@@ -114,7 +83,7 @@ describe("Redis killed under load", () => {
     const errorLines =
       refused.length === 0
         ? []
-        : api
+        : stack.api
             .output()
             .split("\n")
             .filter((l) => l.includes('"level":50'));
@@ -136,19 +105,21 @@ describe("Redis killed under load", () => {
     // The votes cast while Redis was down reach the receiver after it came back empty.
     await waitFor(
       () =>
-        outageVoters.every((u) => receiver.requests.some((r) => JSON.parse(r.body.toString()).user_id === u)),
+        outageVoters.every((u) =>
+          stack.receiver.requests.some((r) => JSON.parse(r.body.toString()).user_id === u),
+        ),
       "the outage votes' webhooks",
       30_000,
       100,
     );
-    const deliveries = await deliveriesOf(t.db, bot.id);
+    const deliveries = await stack.deliveries(bot.id);
     await waitFor(
-      async () => (await deliveriesOf(t.db, bot.id)).every((d) => d.state === "delivered"),
+      async () => (await stack.deliveries(bot.id)).every((d) => d.state === "delivered"),
       "all delivered",
     );
     expect(deliveries).toHaveLength(4);
     await waitFor(
-      async () => (await call(`${api.base}/api/health`)).status === 200,
+      async () => (await call(`${stack.api.base}/api/health`)).status === 200,
       "API health to recover",
       10_000,
     );

@@ -9,45 +9,32 @@
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import { createSecretBox } from "@botdir/db";
-import {
-  createTestDatabase,
-  type PrivateRedis,
-  randomUserId,
-  seedBot,
-  startRedisServer,
-  type TestDatabase,
-} from "@botdir/db/testing";
+import { randomUserId, seedBot } from "@botdir/db/testing";
 import { type DnsTestServer, startDnsServer } from "@botdir/webhook-targets/testing";
-import { type AppProcess, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
+import { waitFor } from "../../src/processes.js";
 import { type Receiver, startReceiver } from "../../src/receivers.js";
-import { appEnv, attemptsOf, castVote, deliveriesOf, seedWebhookBot } from "../../src/stack.js";
+import { type Stack, seedWebhookBot, startStack } from "../../src/stack.js";
 
-const TIMEOUT_MS = 8_000;
+/** The attempt timeout: healthy deliveries take hundreds of milliseconds; 15 s leaves a loaded machine room. */
+const TIMEOUT_MS = 15_000;
 const DNS_TIMEOUT_MS = 1_000;
-const keys = freshKeys();
-let t: TestDatabase;
-let redis: PrivateRedis;
+let stack: Stack;
 let dns: DnsTestServer;
-let ingest: AppProcess;
-let dispatcher: AppProcess;
-let good: Receiver;
 let tarpit: Receiver;
 
 beforeAll(async () => {
-  [t, redis, good, tarpit] = await Promise.all([
-    createTestDatabase(),
-    startRedisServer(),
-    startReceiver(),
+  [dns, tarpit] = await Promise.all([
+    startDnsServer((name) => {
+      if (name.endsWith(".blackhole.test")) return "drop";
+      if (name.endsWith(".test")) return ["127.0.0.1"];
+      return undefined;
+    }),
     startReceiver(() => "hang"),
   ]);
-  dns = await startDnsServer((name) => {
-    if (name.endsWith(".blackhole.test")) return "drop";
-    if (name.endsWith(".test")) return ["127.0.0.1"];
-    return undefined;
-  });
-  const env = appEnv(
-    { databaseUrl: t.url, redisUrl: redis.url, keys },
-    {
+  stack = await startStack({
+    privateRedis: true,
+    replicas: { api: 0 },
+    env: {
       WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
       WEBHOOK_DNS_TIMEOUT_MS: String(DNS_TIMEOUT_MS),
       WEBHOOK_DNS_SERVERS: dns.address,
@@ -57,33 +44,27 @@ beforeAll(async () => {
       DISPATCHER_CONCURRENCY: "40",
       DISPATCHER_MAX_IN_FLIGHT_PER_WEBHOOK: "2",
     },
-  );
-  [ingest, dispatcher] = await Promise.all([
-    startApp("vote-ingest", env),
-    startApp("webhook-dispatcher", env),
-  ]);
-}, 60_000);
+  });
+}, 180_000);
 
 afterAll(async () => {
-  await stopAll();
-  await redis?.kill();
-  await Promise.all([good, tarpit].map((r) => r?.close()));
+  await stack?.stop();
+  await tarpit?.close();
   await dns?.close();
-  await t?.drop();
 });
 
 async function votesFor(url: string, votes: number) {
-  const bot = await seedWebhookBot(t.db, keys, url);
+  const bot = await stack.webhookBot(url);
   for (let i = 0; i < votes; i++) {
-    const cast = await castVote(ingest.base, keys.internalKey, bot.id, randomUserId());
+    const cast = await stack.vote(bot.id, randomUserId());
     expect(cast.status).toBe(201);
   }
   return bot.id;
 }
 
 async function attemptsOfBot(botId: string) {
-  const deliveries = await deliveriesOf(t.db, botId);
-  return (await Promise.all(deliveries.map((d) => attemptsOf(t.db, d.id)))).flat();
+  const deliveries = await stack.deliveries(botId);
+  return (await Promise.all(deliveries.map((d) => stack.attempts(d.id)))).flat();
 }
 
 describe("tenant isolation in the dispatcher", () => {
@@ -93,7 +74,13 @@ describe("tenant isolation in the dispatcher", () => {
       Array.from(
         { length: 20 },
         async (_, i) =>
-          (await seedWebhookBot(t.db, keys, `http://healthy-${i}.test:${good.port}/hook/${i}`)).id,
+          (
+            await seedWebhookBot(
+              stack.db,
+              stack.keys,
+              `http://healthy-${i}.test:${stack.receiver.port}/hook/${i}`,
+            )
+          ).id,
       ),
     );
     // 10 tarpit bots × 6 votes = 60 jobs and 5 unresolvable bots × 6 votes: without per-webhook
@@ -102,7 +89,9 @@ describe("tenant isolation in the dispatcher", () => {
       Array.from({ length: 10 }, (_, i) => votesFor(`http://tarpit-${i}.test:${tarpit.port}/hook`, 6)),
     );
     const deadBots = await Promise.all(
-      Array.from({ length: 5 }, (_, i) => votesFor(`http://h${i}.blackhole.test:${good.port}/hook`, 6)),
+      Array.from({ length: 5 }, (_, i) =>
+        votesFor(`http://h${i}.blackhole.test:${stack.receiver.port}/hook`, 6),
+      ),
     );
     // Never answered in this replica: each tarpit bot runs one attempt at a time (slow webhooks get
     // one slot; DISPATCHER_MAX_IN_FLIGHT_PER_WEBHOOK is for webhooks known to answer quickly).
@@ -110,20 +99,18 @@ describe("tenant isolation in the dispatcher", () => {
     const firstTarpitAt = Math.min(...tarpit.requests.map((r) => r.at));
 
     await Promise.all(
-      healthyBots.map(async (botId) =>
-        expect((await castVote(ingest.base, keys.internalKey, botId, randomUserId())).status).toBe(201),
-      ),
+      healthyBots.map(async (botId) => expect((await stack.vote(botId, randomUserId())).status).toBe(201)),
     );
     await waitFor(
       async () => {
-        const rows = await Promise.all(healthyBots.map((b) => deliveriesOf(t.db, b)));
+        const rows = await Promise.all(healthyBots.map((b) => stack.deliveries(b)));
         return rows.every((r) => r[0]?.state === "delivered");
       },
       "every healthy delivery",
       TIMEOUT_MS * 2,
       25,
     );
-    const healthyArrivals = good.requests.filter((r) => r.path.startsWith("/hook/"));
+    const healthyArrivals = stack.receiver.requests.filter((r) => r.path.startsWith("/hook/"));
     const lastHealthyAt = Math.max(...healthyArrivals.map((r) => r.at));
 
     // Before the first held request timed out: no tarpit attempt is recorded yet.
@@ -151,30 +138,33 @@ describe("tenant isolation in the dispatcher", () => {
     for (const a of deadAttempts) expect(a.durationMs).toBeLessThan(TIMEOUT_MS / 2);
     // Every deferred job used no attempt: nothing beyond the capped ones was tried.
     expect(tarpit.requests.length).toBeLessThanOrEqual(10 * 6);
-    expect(dispatcher.alive()).toBe(true);
-  }, 120_000);
+    expect(stack.dispatcher.alive()).toBe(true);
+  }, 180_000);
 
   it("when no configured key decrypts a bot's secret, then its delivery ends failed after one secret_unreadable attempt and is never tried again", async () => {
-    const bot = await seedBot(t.db);
+    const bot = await seedBot(stack.db);
     const otherKey = createSecretBox(randomBytes(32));
-    await t.db.prisma.bot.update({
+    await stack.db.prisma.bot.update({
       where: { id: bot.id },
-      data: { webhookUrl: good.url("/unreadable"), webhookSecretEncrypted: otherKey.encrypt("whsec_lost") },
+      data: {
+        webhookUrl: stack.receiver.url("/unreadable"),
+        webhookSecretEncrypted: otherKey.encrypt("whsec_lost"),
+      },
     });
-    const cast = await castVote(ingest.base, keys.internalKey, bot.id, randomUserId());
+    const cast = await stack.vote(bot.id, randomUserId());
     expect(cast.status).toBe(201);
 
     const [delivery] = await waitFor(async () => {
-      const rows = await deliveriesOf(t.db, bot.id);
+      const rows = await stack.deliveries(bot.id);
       return rows[0]?.state === "failed" ? rows : null;
     }, "the delivery to fail");
     // Sentinel: a delivery handed off now and never queued is picked up again by the relay once it
     // is OUTBOX_STALE_MS old and delivered; a loop on the failed one would have shown up by then.
-    const sentinel = await seedWebhookBot(t.db, keys, good.url("/sentinel"));
-    const vote = await t.db.prisma.vote.create({
+    const sentinel = await stack.webhookBot(stack.receiver.url("/sentinel"));
+    const vote = await stack.db.prisma.vote.create({
       data: { botId: sentinel.id, userId: randomUserId(), votedAt: new Date() },
     });
-    await t.db.prisma.delivery.create({
+    await stack.db.prisma.delivery.create({
       data: {
         id: randomUUID(),
         botId: sentinel.id,
@@ -183,15 +173,15 @@ describe("tenant isolation in the dispatcher", () => {
         handedOffAt: new Date(),
       },
     });
-    await waitFor(() => good.forPath("/sentinel").length === 1, "the sentinel delivery");
+    await waitFor(() => stack.receiver.forPath("/sentinel").length === 1, "the sentinel delivery");
 
-    const attempts = await attemptsOf(t.db, delivery!.id);
+    const attempts = await stack.attempts(delivery!.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([
       [1, null, "secret_unreadable"],
     ]);
-    expect((await deliveriesOf(t.db, bot.id))[0]?.state).toBe("failed");
-    expect(good.forPath("/unreadable")).toHaveLength(0);
-    const lines = dispatcher
+    expect((await stack.deliveries(bot.id))[0]?.state).toBe("failed");
+    expect(stack.receiver.forPath("/unreadable")).toHaveLength(0);
+    const lines = stack.dispatcher
       .output()
       .split("\n")
       .filter((l) => l.includes(bot.id) && l.includes("secret_unreadable"));
@@ -200,11 +190,11 @@ describe("tenant isolation in the dispatcher", () => {
   }, 30_000);
 
   it("when recording a 2xx fails once in PostgreSQL, then the record is retried and the delivery ends delivered with one attempt and one request", async () => {
-    const bot = await seedWebhookBot(t.db, keys, good.url("/flaky-record"));
+    const bot = await stack.webhookBot(stack.receiver.url("/flaky-record"));
     // A real PostgreSQL error on this bot's first attempt row: sequences are not rolled back,
     // so only the first insert fails.
-    await t.db.pool.query("CREATE SEQUENCE fail_once_seq");
-    await t.db.pool.query(`
+    await stack.db.pool.query("CREATE SEQUENCE fail_once_seq");
+    await stack.db.pool.query(`
       CREATE FUNCTION fail_first_attempt() RETURNS trigger AS $$
       BEGIN
         IF NEW.bot_id = '${bot.id}' AND nextval('fail_once_seq') = 1 THEN
@@ -212,22 +202,22 @@ describe("tenant isolation in the dispatcher", () => {
         END IF;
         RETURN NEW;
       END $$ LANGUAGE plpgsql`);
-    await t.db.pool.query(
+    await stack.db.pool.query(
       "CREATE TRIGGER fail_first_attempt BEFORE INSERT ON webhook_attempts FOR EACH ROW EXECUTE FUNCTION fail_first_attempt()",
     );
 
-    const cast = await castVote(ingest.base, keys.internalKey, bot.id, randomUserId());
+    const cast = await stack.vote(bot.id, randomUserId());
     expect(cast.status).toBe(201);
     const [delivery] = await waitFor(async () => {
-      const rows = await deliveriesOf(t.db, bot.id);
+      const rows = await stack.deliveries(bot.id);
       return rows[0]?.state === "delivered" ? rows : null;
     }, "the delivery to be delivered");
 
-    const attempts = await attemptsOf(t.db, delivery!.id);
+    const attempts = await stack.attempts(delivery!.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([[1, 204, null]]);
-    expect(good.forPath("/flaky-record")).toHaveLength(1);
-    const { rows } = await t.db.pool.query<{ n: string }>("SELECT last_value AS n FROM fail_once_seq");
+    expect(stack.receiver.forPath("/flaky-record")).toHaveLength(1);
+    const { rows } = await stack.db.pool.query<{ n: string }>("SELECT last_value AS n FROM fail_once_seq");
     expect(Number(rows[0]?.n)).toBe(2); // the failed insert and the retried one
-    expect(dispatcher.output()).toContain("recording the webhook attempt failed; retrying");
+    expect(stack.dispatcher.output()).toContain("recording the webhook attempt failed; retrying");
   }, 30_000);
 });

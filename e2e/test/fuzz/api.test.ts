@@ -4,18 +4,10 @@
  * content types and bodies. Every answer is a status the spec (or docs/api.md) lists, errors are
  * the JSON error body, and nothing is ever a 5xx. Seeded: FUZZ_SEED / FUZZ_RUNS reproduce a run.
  */
-import {
-  createTestDatabase,
-  randomBotId,
-  randomUserId,
-  seedBot,
-  type TestDatabase,
-  testRedisPrefix,
-  testRedisUrl,
-} from "@botdir/db/testing";
+import { randomBotId, randomUserId, seedBot } from "@botdir/db/testing";
+import type { RedisClient } from "@botdir/service-kit";
 import { systemClock } from "@botdir/service-kit";
 import fc from "fast-check";
-import { Redis } from "ioredis";
 import { createApp } from "../../../apps/api/src/app.js";
 import {
   authorization,
@@ -33,9 +25,10 @@ import {
   serve,
   watchServedApp,
 } from "../../src/fuzz.js";
+import { startStores, type TestStores } from "../../src/stack.js";
 
-let t: TestDatabase;
-let redis: Redis;
+let t: TestStores;
+let redis: RedisClient;
 let served: Served;
 let own: { id: string; token: string };
 let other: { id: string; token: string };
@@ -44,10 +37,8 @@ let tokens: string[];
 const { logger } = watchServedApp("/api/health", () => served.port);
 
 beforeAll(async () => {
-  t = await createTestDatabase();
-  redis = new Redis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  redis.on("error", () => {});
-  await new Promise((resolve) => redis.once("ready", resolve));
+  t = await startStores();
+  redis = t.redis;
   const a = await seedBot(t.db, { serverCount: 5 });
   const b = await seedBot(t.db);
   own = { id: a.id, token: a.token ?? "" };
@@ -61,7 +52,7 @@ beforeAll(async () => {
     redis,
     clock: systemClock,
     logger,
-    redisPrefix: testRedisPrefix(),
+    redisPrefix: t.prefix,
     limits: { commands: 1_000_000, stats: 1_000_000, check: 1_000_000, votes: 300 },
   });
   served = await serve(app);
@@ -70,8 +61,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await served?.close();
-  redis?.disconnect();
-  await t?.drop();
+  await t?.close();
 });
 
 const command = fc.record(

@@ -5,42 +5,36 @@
 import { randomBytes } from "node:crypto";
 import { gzipSync } from "node:zlib";
 import { createSecretBox } from "@botdir/db";
-import {
-  createTestDatabase,
-  seedBot,
-  type TestDatabase,
-  testRedisPrefix,
-  testRedisUrl,
-} from "@botdir/db/testing";
-import { type Logger, systemClock } from "@botdir/service-kit";
-import { Redis } from "ioredis";
+import { seedBot } from "@botdir/db/testing";
+import type { RedisClient } from "@botdir/service-kit";
+import { systemClock } from "@botdir/service-kit";
+import { silentLogger } from "@botdir/service-kit/testing";
 import { createApp as createApi } from "../../../apps/api/src/app.js";
 import { createApp as createIngest } from "../../../apps/vote-ingest/src/app.js";
 import { checkAnswer, destroyAgent, type RawRequest, type Served, send, serve } from "../../src/fuzz.js";
+import { startStores, type TestStores } from "../../src/stack.js";
 
 const KEY = `ik_${randomBytes(16).toString("hex")}`;
-const silent: Logger = { info() {}, warn() {}, error() {} };
-let t: TestDatabase;
-let redis: Redis;
+let t: TestStores;
+let redis: RedisClient;
 let api: Served;
 let ingest: Served;
 let bot: { id: string; token: string };
 
 beforeAll(async () => {
-  t = await createTestDatabase();
-  redis = new Redis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  redis.on("error", () => {});
+  t = await startStores();
+  redis = t.redis;
   const seeded = await seedBot(t.db);
   bot = { id: seeded.id, token: seeded.token ?? "" };
   api = await serve(
-    createApi({ db: t.db, redis, clock: systemClock, logger: silent, redisPrefix: testRedisPrefix() }),
+    createApi({ db: t.db, redis, clock: systemClock, logger: silentLogger, redisPrefix: t.prefix }),
   );
   ingest = await serve(
     createIngest({
       db: t.db,
       redis,
       clock: systemClock,
-      logger: silent,
+      logger: silentLogger,
       internalApiKey: KEY,
       secretBox: createSecretBox(randomBytes(32)),
       webhookResolver: null,
@@ -52,13 +46,12 @@ afterAll(async () => {
   destroyAgent();
   await api?.close();
   await ingest?.close();
-  redis?.disconnect();
-  await t?.drop();
+  await t?.close();
 });
 
 const DEPTH = 100_000;
 const deepArray = (depth = DEPTH) => "[".repeat(depth) + "]".repeat(depth);
-const deepObject = () => '{"a":'.repeat(DEPTH) + "1" + "}".repeat(DEPTH);
+const deepObject = () => `${'{"a":'.repeat(DEPTH)}1${"}".repeat(DEPTH)}`;
 
 /** Each endpoint with a body, its server, its credential, and a body that wraps a nested value. */
 function endpoints() {

@@ -5,17 +5,10 @@
  */
 import { randomBytes } from "node:crypto";
 import { createSecretBox } from "@botdir/db";
-import {
-  createTestDatabase,
-  randomBotId,
-  randomUserId,
-  seedBot,
-  type TestDatabase,
-  testRedisUrl,
-} from "@botdir/db/testing";
+import { randomBotId, randomUserId, seedBot } from "@botdir/db/testing";
+import type { RedisClient } from "@botdir/service-kit";
 import { systemClock } from "@botdir/service-kit";
 import fc from "fast-check";
-import { Redis } from "ioredis";
 import { createApp } from "../../../apps/vote-ingest/src/app.js";
 import {
   body,
@@ -33,11 +26,12 @@ import {
   serve,
   watchServedApp,
 } from "../../src/fuzz.js";
+import { startStores, type TestStores } from "../../src/stack.js";
 
 const KEY = `ik_${randomBytes(16).toString("hex")}`;
 
-let t: TestDatabase;
-let redis: Redis;
+let t: TestStores;
+let redis: RedisClient;
 let served: Served;
 // Fixed before the arbitraries are built: an approved bot, a pending one, and an unknown id.
 const APPROVED = randomBotId();
@@ -47,9 +41,8 @@ const ids = [APPROVED, APPROVED, PENDING, randomBotId()];
 const { logger } = watchServedApp("/health", () => served.port);
 
 beforeAll(async () => {
-  t = await createTestDatabase();
-  redis = new Redis(testRedisUrl(), { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  redis.on("error", () => {});
+  t = await startStores();
+  redis = t.redis;
   await seedBot(t.db, { id: APPROVED });
   await seedBot(t.db, { id: PENDING, status: "pending" });
   // No delivery queue (deliveries wait for a relay that does not run here) and no DNS: a webhook
@@ -70,8 +63,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await served?.close();
-  redis?.disconnect();
-  await t?.drop();
+  await t?.close();
 });
 
 const key = fc.oneof(

@@ -16,6 +16,7 @@ import {
   testRedisUrl,
 } from "@botdir/db/testing";
 import { systemClock } from "@botdir/service-kit";
+import { redisReady } from "@botdir/service-kit/testing";
 import { Redis, type RedisOptions } from "ioredis";
 import { pino } from "pino";
 import { createApp as createApi } from "../../../apps/api/src/app.js";
@@ -147,7 +148,7 @@ describe("no secret in any log line", () => {
     // vote-ingest (HTTP, hand-off, relay), the dispatcher (worker and listener), the API, and an
     // API whose Redis is down (fail-open warnings).
     const producer = redis();
-    await new Promise((resolve) => producer.once("ready", resolve));
+    await redisReady(producer);
     const queue = createDeliveryQueue({ db: t.db, redis: producer, prefix, logger });
     cleanups.push(async () => {
       await queue.queue.obliterate({ force: true }).catch(() => {});

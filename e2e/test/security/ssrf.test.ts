@@ -14,7 +14,8 @@ import {
   testRedisPrefix,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { type Logger, systemClock } from "@botdir/service-kit";
+import { systemClock } from "@botdir/service-kit";
+import { redisReady, silentLogger } from "@botdir/service-kit/testing";
 import type { Resolver } from "@botdir/webhook-targets";
 import { Redis, type RedisOptions } from "ioredis";
 import { createApp as createIngest } from "../../../apps/vote-ingest/src/app.js";
@@ -29,7 +30,6 @@ import { type Receiver, startReceiver } from "../../src/receivers.js";
 import { attemptsOf, deliveriesOf } from "../../src/stack.js";
 
 const KEY = `ik_${randomBytes(16).toString("hex")}`;
-const silent: Logger = { info() {}, warn() {}, error() {} };
 const secretBox = createSecretBox(randomBytes(32));
 
 /** public.rebind.example: the first lookup answers a public address, every later one loopback. */
@@ -62,15 +62,15 @@ function redisClient(options: RedisOptions) {
 async function stack(allowPrivateTargets: boolean) {
   const prefix = `${testRedisPrefix()}bull`;
   const producer = redisClient({ enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  await new Promise((resolve) => producer.once("ready", resolve));
-  const queue = createDeliveryQueue({ db: t.db, redis: producer, prefix, logger: silent });
+  await redisReady(producer);
+  const queue = createDeliveryQueue({ db: t.db, redis: producer, prefix, logger: silentLogger });
   queues.push(queue);
   const ingest = await serve(
     createIngest({
       db: t.db,
       redis: producer,
       clock: systemClock,
-      logger: silent,
+      logger: silentLogger,
       internalApiKey: KEY,
       deliveryQueue: queue,
       secretBox,
@@ -85,7 +85,7 @@ async function stack(allowPrivateTargets: boolean) {
       redis: redisClient({ maxRetriesPerRequest: null, enableAutoPipelining: false }),
       secrets: secretBox,
       clock: systemClock,
-      logger: silent,
+      logger: silentLogger,
     },
     {
       queuePrefix: prefix,

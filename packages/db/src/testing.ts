@@ -113,6 +113,36 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
   };
 }
 
+/**
+ * This test file's database (createTestDatabase): created before its tests (beforeAll) and dropped
+ * after them (afterAll); its fields are read inside tests.
+ */
+export function useTestDatabase(options: { poolMax?: number } = {}): TestDatabase {
+  let created: TestDatabase | undefined;
+  beforeAll(async () => {
+    created = await createTestDatabase(options);
+  });
+  afterAll(async () => {
+    await created?.drop();
+  });
+  const get = (): TestDatabase => {
+    if (!created) throw new Error("the test database is read outside a test");
+    return created;
+  };
+  return {
+    get url() {
+      return get().url;
+    },
+    get name() {
+      return get().name;
+    },
+    get db() {
+      return get().db;
+    },
+    drop: () => get().drop(),
+  };
+}
+
 /** A Redis key prefix of its own for one test file, e.g. `t:ab12cd34:`. */
 export function testRedisPrefix(): string {
   return `t${process.env[TEST_ENV.runId] ?? ""}:${randomBytes(4).toString("hex")}:`;

@@ -24,7 +24,6 @@ export {
   errorHandler,
   jsonClientErrors,
   LOG_CENSOR,
-  LOG_REDACT_PATHS,
   listen,
   loggerOptions,
   methodNotAllowed,

@@ -3,8 +3,8 @@ import { z } from "zod";
 import { checkHttpTimeouts, EnvFields, httpTimeoutsOf, parseEnv } from "./env.js";
 import { closeServer } from "./http.js";
 import { createHttpServer, DEFAULT_HTTP_TIMEOUTS, type Service, serve } from "./serve.js";
+import { silentLogger } from "./testing.js";
 
-const silent = { info() {}, warn() {}, error() {} };
 let service: Service;
 let base: string;
 let postgresUp = true;
@@ -12,7 +12,7 @@ let checks = 0;
 
 beforeAll(async () => {
   service = await serve({
-    logger: silent,
+    logger: silentLogger,
     app: (_req, res) => {
       res.setHeader("Content-Type", "text/plain");
       res.end("app");

@@ -1,55 +1,40 @@
 /** Shared arrangement of the vote and outbox tests: an app on a test database and a test queue. */
 import type { Db } from "@botdir/db";
 import { testRedisPrefix } from "@botdir/db/testing";
-import type { Clock, Logger } from "@botdir/service-kit";
-import { Redis } from "ioredis";
+import { type Logger, ManualClock, type RedisClient } from "@botdir/service-kit";
+import { connectRedis, silentLogger } from "@botdir/service-kit/testing";
+import type { Express } from "express";
+import type { Redis } from "ioredis";
 import { createApp } from "../../src/app.js";
 import type { IngestDeps } from "../../src/deps.js";
 import { createDeliveryQueue, type DeliveryQueue } from "../../src/outbox/queue.js";
 
 export const INTERNAL_KEY = "internal-key-for-tests-0123456789";
 
-export const silent: Logger = { info() {}, warn() {}, error() {} };
-
-/** A logger that keeps its lines, to assert on what was (not) logged. */
-export function capturingLogger(): Logger & { lines: { level: string; msg: string | undefined }[] } {
-  const lines: { level: string; msg: string | undefined }[] = [];
-  return {
-    lines,
-    info: (_obj, msg) => void lines.push({ level: "info", msg }),
-    warn: (_obj, msg) => void lines.push({ level: "warn", msg }),
-    error: (_obj, msg) => void lines.push({ level: "error", msg }),
-  };
-}
-
 /** A fail-fast connection, as main.ts creates it; resolves once it is ready. */
-export async function fastRedis(url: string): Promise<Redis> {
-  const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 1_000 });
-  redis.on("error", () => {});
-  await waitUntilReady(redis);
-  return redis;
-}
-
-export async function waitUntilReady(redis: Redis, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (redis.status !== "ready") {
-    if (Date.now() > deadline) throw new Error(`Redis connection not ready (status ${redis.status})`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+export function fastRedis(url: string): Promise<Redis> {
+  return connectRedis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 1_000 });
 }
 
 /** A queue under a key prefix of its own (the BullMQ prefix must not end with ':'). */
-export function testQueue(db: Db, redis: Redis, logger: Logger = silent): DeliveryQueue {
+export function testQueue(db: Db, redis: Redis, logger: Logger = silentLogger): DeliveryQueue {
   return createDeliveryQueue({ db, redis, prefix: `${testRedisPrefix()}bull`, logger });
 }
 
-export function ingestApp(
-  deps: { db: Db; redis: Redis; clock: Clock; deliveryQueue?: DeliveryQueue } & Pick<
-    IngestDeps,
-    "metrics" | "batching"
-  >,
-) {
-  return createApp({ ...deps, logger: silent, internalApiKey: INTERNAL_KEY });
+/**
+ * vote-ingest's app as every test builds it: the test's database and Redis, and every other
+ * dependency named here (a manual clock, the silent logger, INTERNAL_KEY, private targets refused,
+ * no DNS, no queue, no secret box), each replaced by what the test passes.
+ */
+export function ingestApp(deps: { db: Db; redis: RedisClient } & Partial<IngestDeps>): Express {
+  return createApp({
+    clock: new ManualClock(),
+    logger: silentLogger,
+    internalApiKey: INTERNAL_KEY,
+    allowPrivateTargets: false,
+    webhookResolver: null,
+    ...deps,
+  });
 }
 
 export async function setWebhook(db: Db, botId: string, url = "http://127.0.0.1:9/hook"): Promise<void> {

@@ -1,0 +1,132 @@
+/**
+ * What `pnpm bench` prints: the headline table (the cost of a delivered vote and the read paths
+ * against their targets), the per-process table of a delivered vote, the hot paths against the
+ * floor, and one line per other scenario.
+ */
+import type { HostileResult } from "./scenarios/hostile.js";
+import type { WebhookMixResult } from "./scenarios/mix.js";
+import type { PathsResult } from "./scenarios/paths.js";
+import type { WebhookResult } from "./scenarios/webhook.js";
+
+/** The figures the performance targets are set on (docs/performance.md); null: not measured. */
+export interface Headline {
+  /** `webhook-mix` ingest ÷ the same rounds with no dispatcher (target ≥ 0.65). */
+  pipelineRatio: number | null;
+  /** µs per delivered vote: dispatcher + what delivery adds in PostgreSQL and Redis (≤ 225). */
+  deliverySideUs: number | null;
+  dispatcherUs: number | null;
+  /** What delivery adds in PostgreSQL (≤ 40) and Redis (≤ 25), µs per delivered vote. */
+  postgresAddedUs: number | null;
+  redisAddedUs: number | null;
+  /** Redis commands per delivered vote that delivery adds (INFO commandstats). */
+  redisCommandsAdded: number | null;
+  /** Ours ÷ the floor (targets ≥ 0.6 and ≥ 0.45). */
+  checkVsFloor: number | null;
+  statsVsFloor: number | null;
+}
+
+export function headlineOf(paths: PathsResult, mix: WebhookMixResult | null): Headline {
+  const v = mix?.perDeliveredVote;
+  return {
+    pipelineRatio: v?.pipelineRatio ?? null,
+    deliverySideUs: v?.deliverySide ?? null,
+    dispatcherUs: v?.withDispatcher.dispatcher ?? null,
+    postgresAddedUs: v?.deliveryAdds.postgres ?? null,
+    redisAddedUs: v?.deliveryAdds.redis ?? null,
+    redisCommandsAdded: v?.redisCommands.deliveryAdds.total ?? null,
+    checkVsFloor: paths.paths["GET /check"]?.ratio ?? null,
+    statsVsFloor: paths.paths["POST /stats"]?.ratio ?? null,
+  };
+}
+
+interface Report extends PathsResult {
+  machine: { node: string; appNode: string };
+  headline: Headline;
+  webhook: WebhookResult;
+  webhookMix: WebhookMixResult | null;
+  hostile: HostileResult | null;
+  memoryMb: Record<string, { max: number; first: number; last: number }>;
+  durationS: number;
+}
+
+const shown = (x: number | null, unit = "") => (x === null ? "not run" : `${x}${unit}`);
+
+export function printReport(report: Report, file: string): void {
+  const h = report.headline;
+  const mix = report.webhookMix;
+  const v = mix?.perDeliveredVote;
+  const lines = [
+    "",
+    `Apps under Node ${report.machine.appNode} (bench ${report.machine.node})`,
+    "",
+    "| figure | measured | target |",
+    "|---|---|---|",
+    `| pipeline ratio: webhook-mix ingest ÷ the same rounds with no dispatcher | ${shown(h.pipelineRatio)} | ≥ 0.65 |`,
+    `| delivery side per delivered vote (dispatcher + what delivery adds in PostgreSQL and Redis) | ${shown(h.deliverySideUs, " µs")} | ≤ 225 µs |`,
+    `| of which the dispatcher process | ${shown(h.dispatcherUs, " µs")} | ≤ 160 µs |`,
+    `| of which PostgreSQL / Redis added by delivery | ${shown(h.postgresAddedUs)} / ${shown(h.redisAddedUs, " µs")} | ≤ 40 / ≤ 25 µs |`,
+    `| GET /check vs the floor | ${shown(h.checkVsFloor, "×")} | ≥ 0.6× |`,
+    `| POST /stats vs the floor | ${shown(h.statsVsFloor, "×")} | ≥ 0.45× |`,
+    "",
+  ];
+  if (v) {
+    const row = (name: string, k: "ingest" | "dispatcher" | "postgres" | "redis" | "loadGenerator") =>
+      `| ${name} | ${k === "dispatcher" ? "–" : `${v.noDispatcher[k]} µs`} | ${v.withDispatcher[k]} µs | ${v.deliveryAdds[k]} µs |`;
+    const commands = (byCommand: Record<string, number>) =>
+      Object.entries(byCommand)
+        .slice(0, 12)
+        .map(([c, n]) => `${c} ${n}`)
+        .join(", ");
+    lines.push(
+      "| CPU per vote | no dispatcher (recording only) | dispatcher delivering every vote | what delivery adds |",
+      "|---|---|---|---|",
+      row("ingest", "ingest"),
+      row("dispatcher", "dispatcher"),
+      row("PostgreSQL", "postgres"),
+      row("Redis", "redis"),
+      row("load generator + receiver", "loadGenerator"),
+      `| **delivery side** | | | **${v.deliverySide} µs** |`,
+      "",
+      `Redis commands per vote: ${v.redisCommands.noDispatcher.total} recording only, ${v.redisCommands.withDispatcher.total} delivering, ${v.redisCommands.deliveryAdds.total} added by delivery`,
+      `  added by delivery: ${commands(v.redisCommands.deliveryAdds.byCommand)}`,
+      `  recording only: ${commands(v.redisCommands.noDispatcher.byCommand)}`,
+      `PostgreSQL transactions per vote: ${v.postgresTransactions.noDispatcher} recording only, ${v.postgresTransactions.withDispatcher} delivering`,
+      `draining a full queue with no votes cast, CPU µs per delivery: dispatcher ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.dispatcher}, PostgreSQL ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.postgres}, Redis ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.redis}`,
+      `GC µs per delivered vote: ingest ${mix.gcMicrosecondsPerVote.ingest ?? "?"}, dispatcher ${mix.gcMicrosecondsPerVote.dispatcher ?? "?"}`,
+      "",
+    );
+  }
+  lines.push(
+    "| path | ours req/s | floor req/s | ratio | ours p50/p99 ms | floor p50/p99 ms | p99 ratio |",
+    "|---|---|---|---|---|---|---|",
+    ...Object.entries(report.paths).map(
+      ([name, r]) =>
+        `| ${name} | ${r.ours.rps} | ${r.floor.rps} | ${r.ratio}× | ${r.ours.p50} / ${r.ours.p99} | ${r.floor.p50} / ${r.floor.p99} | ${r.p99Ratio}× |`,
+    ),
+    "",
+    "CPU µs per request (ours: server / postgres / redis / load generator; floor: server / load generator)",
+    ...Object.entries(report.cpuMicrosecondsPerRequest).map(
+      ([name, c]) =>
+        `  ${name}: ${c.ours.server} / ${c.ours.postgres} / ${c.ours.redis} / ${c.ours.loadGenerator}; floor ${c.floor.server} / ${c.floor.loadGenerator}`,
+    ),
+    "",
+    `ingest durability: ${report.ingestDurability.recorded} recorded of ${report.ingestDurability.acknowledged} acknowledged`,
+    `vote → webhook: ${Object.entries(report.webhook.throughput)
+      .map(([k, t]) => `${k} ${t.perSecond}/s`)
+      .join(
+        ", ",
+      )}; latency at 500/s p50 ${report.webhook.latencyAt500PerSecond.p50} ms, p99 ${report.webhook.latencyAt500PerSecond.p99} ms`,
+    mix
+      ? `webhook-mix: pipeline ratio ${mix.pipelineRatio}; ingest ${mix.ratio}× of the floor (${mix.ingestAlone.ratio}× with no dispatcher), ${mix.delivered}/${mix.recorded} recorded votes delivered, ${mix.deliveriesPerSecondWhileCasting} deliveries/s while casting`
+      : "webhook-mix: not run",
+    report.hostile
+      ? `hostile: healthy p99 ${report.hostile.healthyLatencyMs.p99} ms at 500 votes/s (target < 250 ms), drain ${report.hostile.drain.perSecond} healthy deliveries/s (target ≥ 1,000)`
+      : "hostile: not run",
+    `memory (max RSS MB): ${Object.entries(report.memoryMb)
+      .map(([k, m]) => `${k} ${m.max} (first ${m.first}, last ${m.last})`)
+      .join(", ")}`,
+    `results: ${file} (${report.durationS} s)`,
+    "",
+  );
+  process.stdout.write(lines.join("\n"));
+}

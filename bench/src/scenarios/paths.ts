@@ -1,0 +1,262 @@
+/**
+ * The hot paths against the floor: each path (`GET /check`, `POST /stats`, `PUT /commands`,
+ * `GET /votes`, `POST /internal/v1/votes`, and the two refusals of `/check`) is loaded in rounds
+ * alternating with the floor's same route, 32 connections, and reported as ours ÷ the floor, with
+ * the CPU per request of every process taking part and, for the batched paths, the mean requests
+ * per statement. Then the 429 path (one token far over its limit) and the ingest's durability
+ * (every 2xx of its rounds is in `vote_log`).
+ */
+import { randomBytes } from "node:crypto";
+import { parseMetrics } from "@botdir/db/testing";
+import { average, type LoadResult, load } from "../load.js";
+import { cpuSeconds, cpuSecondsBetween, postgresCpu } from "../procs.js";
+import { BOTS, botId, log, type Stack, userId } from "../stack.js";
+
+/** CPU microseconds per request of each process taking part, measured around a round. */
+export type CpuShare = { server: number; postgres: number; redis: number; loadGenerator: number };
+
+export interface PathRow {
+  floor: LoadResult;
+  ours: LoadResult;
+  ratio: number;
+  p99Ratio: number;
+}
+
+export interface PathsResult {
+  paths: Record<string, PathRow>;
+  cpuMicrosecondsPerRequest: Record<string, { ours: CpuShare; floor: CpuShare }>;
+  /** Mean requests per batched statement during our rounds of a path (only batched paths). */
+  requestsPerBatchedStatement: Record<string, number>;
+  ingestDurability: { acknowledged: number; recorded: number };
+  rateLimited: LoadResult;
+}
+
+type Build = () => { path: string; headers?: Record<string, string>; body?: string };
+
+/** The batching counters (botdir_batch_*_total, summed) at an app's /metrics. */
+async function batchCounters(url: string) {
+  const text = await (await fetch(url)).text();
+  const sum = (name: string) =>
+    parseMetrics(text)
+      .filter((sample) => sample.name === name)
+      .reduce((a, sample) => a + sample.value, 0);
+  return {
+    statements: sum("botdir_batch_statements_total"),
+    requests: sum("botdir_batch_requests_total"),
+  };
+}
+
+function meanCpu(xs: CpuShare[]): CpuShare {
+  const m = (k: keyof CpuShare) => Math.round(xs.reduce((a, x) => a + x[k], 0) / Math.max(1, xs.length));
+  return {
+    server: m("server"),
+    postgres: m("postgres"),
+    redis: m("redis"),
+    loadGenerator: m("loadGenerator"),
+  };
+}
+
+export async function hotPaths(
+  stack: Stack,
+  settings: { roundS: number; rounds: number; connections: number; only: string[] | undefined },
+): Promise<PathsResult> {
+  const { seeded, internalKey } = stack;
+  let rr = 0;
+  const nextBot = () => rr++ % BOTS;
+  let statsRr = 0;
+  let voter = 1_000_000;
+  const commands = JSON.stringify({
+    commands: Array.from({ length: 100 }, (_, i) => ({
+      name: `command-${i}`,
+      description: `Does thing number ${i} for the people of the server`,
+      type: 1,
+      options: [{ type: 3, name: "target", description: "Who", required: false }],
+    })),
+  });
+  const randomTokens = Array.from({ length: 10_000 }, () => randomBytes(32).toString("base64url"));
+  const paths: Record<string, { method: "GET" | "POST" | "PUT"; ours: string; build: Build }> = {
+    "GET /check": {
+      method: "GET",
+      ours: stack.apiUrl,
+      build: () => {
+        const i = nextBot();
+        return {
+          path: `/api/v1/bots/${botId(i)}/check?userId=${userId(1 + (i % 2))}`,
+          headers: { authorization: seeded.tokens[i] as string },
+        };
+      },
+    },
+    "POST /stats": {
+      method: "POST",
+      ours: stack.apiUrl,
+      build: () => {
+        const bot = seeded.statsBots[statsRr++ % seeded.statsBots.length] as { id: string; token: string };
+        return {
+          path: `/api/v1/bots/${bot.id}/stats`,
+          headers: { authorization: bot.token },
+          body: `{"server_count":${1000 + (statsRr % 7)}}`,
+        };
+      },
+    },
+    "PUT /commands (100)": {
+      method: "PUT",
+      ours: stack.apiUrl,
+      build: () => {
+        const i = nextBot();
+        return {
+          path: `/api/v1/bots/${botId(i)}/commands`,
+          headers: { authorization: seeded.tokens[i] as string },
+          body: commands,
+        };
+      },
+    },
+    "GET /votes?limit=100": {
+      method: "GET",
+      ours: stack.apiUrl,
+      build: () => {
+        const i = nextBot();
+        return {
+          path: `/api/v1/bots/${botId(i)}/votes?limit=100`,
+          headers: { authorization: seeded.tokens[i] as string },
+        };
+      },
+    },
+    "POST /internal/v1/votes": {
+      method: "POST",
+      ours: stack.ingestUrl,
+      build: () => ({
+        path: "/internal/v1/votes",
+        headers: { authorization: internalKey },
+        body: `{"bot_id":"${botId(nextBot())}","user_id":"${3000000000000000000n + BigInt(voter++)}"}`,
+      }),
+    },
+    // Refusals (issue 16): a random token each time (a pool of 10,000, none cached anywhere), and
+    // one token far over its /check limit. Both against the floor's /check, like GET /check.
+    "401 GET /check (random token)": {
+      method: "GET",
+      ours: stack.apiUrl,
+      build: () => {
+        const i = nextBot();
+        return {
+          path: `/api/v1/bots/${botId(i)}/check?userId=${userId(1)}`,
+          headers: { authorization: randomTokens[rr % randomTokens.length] as string },
+        };
+      },
+    },
+    "429 GET /check (over its limit)": {
+      method: "GET",
+      ours: stack.apiUrl,
+      build: () => ({
+        path: `/api/v1/bots/${botId(0)}/check?userId=${userId(1)}`,
+        headers: { authorization: seeded.tokens[0] as string },
+      }),
+    },
+  };
+
+  const cpuOf = (serverPid: number | undefined) => ({
+    server: cpuSeconds(serverPid),
+    postgres: postgresCpu(stack.dbName),
+    redis: cpuSeconds(stack.redisPid()),
+    loadGenerator: cpuSeconds(process.pid),
+  });
+  type CpuReading = ReturnType<typeof cpuOf>;
+  const perRequest = (before: CpuReading, after: CpuReading, requests: number): CpuShare => {
+    const us = (seconds: number) => Math.round((seconds * 1e6) / Math.max(1, requests));
+    return {
+      server: us(after.server - before.server),
+      postgres: us(cpuSecondsBetween(before.postgres, after.postgres)),
+      redis: us(after.redis - before.redis),
+      loadGenerator: us(after.loadGenerator - before.loadGenerator),
+    };
+  };
+  const result: PathsResult = {
+    paths: {},
+    cpuMicrosecondsPerRequest: {},
+    requestsPerBatchedStatement: {},
+    ingestDurability: { acknowledged: 0, recorded: 0 },
+    rateLimited: { rps: 0, p50: 0, p99: 0, non2xx: 0, errors: 0, total: 0 },
+  };
+  const { only } = settings;
+  const round = (url: string, spec: { method: "GET" | "POST" | "PUT"; build: Build }) =>
+    load({
+      url,
+      method: spec.method,
+      durationS: settings.roundS,
+      connections: settings.connections,
+      request: spec.build,
+    });
+  for (const [name, spec] of Object.entries(paths)) {
+    // BENCH_ONLY="check,stats" runs only the paths whose name contains one of the words.
+    if (only && !only.some((w) => name.toLowerCase().includes(w))) continue;
+    const ofIngest = spec.ours === stack.ingestUrl;
+    const serverPid = ofIngest ? stack.ingestPid() : stack.apiPid();
+    const metricsUrl = ofIngest ? `${stack.ingestUrl}/metrics` : stack.apiMetricsUrl;
+    const batchesBefore = await batchCounters(metricsUrl);
+    const floorRuns: LoadResult[] = [];
+    const floorCpu: CpuShare[] = [];
+    const ourRuns: LoadResult[] = [];
+    const ourCpu: CpuShare[] = [];
+    for (let i = 0; i < settings.rounds; i++) {
+      // BENCH_NO_FLOOR=1 (profiling only) skips the floor rounds; ratios are then meaningless.
+      if (process.env.BENCH_NO_FLOOR !== "1") {
+        const before = cpuOf(stack.floorPid());
+        const r = await round(stack.floorUrl, spec);
+        floorRuns.push(r);
+        floorCpu.push(perRequest(before, cpuOf(stack.floorPid()), r.total));
+      }
+      const before = cpuOf(serverPid);
+      const r = await round(spec.ours, spec);
+      ourRuns.push(r);
+      ourCpu.push(perRequest(before, cpuOf(serverPid), r.total));
+    }
+    const f =
+      floorRuns.length > 0 ? average(floorRuns) : { rps: 1, p50: 0, p99: 0, non2xx: 0, errors: 0, total: 0 };
+    const o = average(ourRuns);
+    result.cpuMicrosecondsPerRequest[name] = { ours: meanCpu(ourCpu), floor: meanCpu(floorCpu) };
+    const batchesAfter = await batchCounters(metricsUrl);
+    const batchSize =
+      batchesAfter.statements > batchesBefore.statements
+        ? Math.round(
+            ((batchesAfter.requests - batchesBefore.requests) /
+              (batchesAfter.statements - batchesBefore.statements)) *
+              10,
+          ) / 10
+        : undefined;
+    if (batchSize !== undefined) result.requestsPerBatchedStatement[name] = batchSize;
+    const row = {
+      floor: f,
+      ours: o,
+      ratio: Math.round((o.rps / f.rps) * 100) / 100,
+      p99Ratio: Math.round((o.p99 / Math.max(f.p99, 1)) * 100) / 100,
+    };
+    result.paths[name] = row;
+    log(
+      `${name}: ours ${o.rps} req/s (p50 ${o.p50} ms, p99 ${o.p99} ms, non-2xx ${o.non2xx}) vs floor ${f.rps} req/s (p99 ${f.p99} ms) = ${row.ratio}×${batchSize ? `, ${batchSize} requests per statement` : ""}`,
+    );
+  }
+
+  // Every 2xx of the ingest run must be durably recorded.
+  const votes = result.paths["POST /internal/v1/votes"];
+  result.ingestDurability = {
+    acknowledged: (votes?.ours.total ?? 0) - (votes?.ours.non2xx ?? 0),
+    recorded: Number(
+      (await stack.db.query("SELECT count(*) FROM vote_log WHERE user_id >= '3000000000000000000'")).rows[0]
+        .count,
+    ),
+  };
+
+  // The 429 path: one token far over its limit.
+  result.rateLimited = await load({
+    ...(only && !only.includes("429") ? { amount: settings.connections } : {}),
+    url: stack.apiUrl,
+    durationS: settings.roundS,
+    connections: settings.connections,
+    request: () => ({
+      path: `/api/v1/bots/${botId(0)}/votes?limit=1`,
+      headers: { authorization: seeded.tokens[0] as string },
+    }),
+  });
+  const limited = result.rateLimited;
+  log(`429 path: ${limited.rps} req/s, p99 ${limited.p99} ms, non-2xx ${limited.non2xx} of ${limited.total}`);
+  return result;
+}

@@ -1,0 +1,328 @@
+/**
+ * The stack `pnpm bench` measures: a scratch PostgreSQL database (migrated, seeded, analysed), a
+ * private `redis-server`, the local webhook receiver, the floor, and the three apps under APP_NODE
+ * with the production image's Node flags. Every scenario (src/scenarios/) runs against one Stack.
+ */
+import { randomBytes } from "node:crypto";
+import path from "node:path";
+import { createSecretBox, hashToken, migrate } from "@botdir/db";
+import pg from "pg";
+import { seedDeliveryHistory, seedPipelineBots } from "./pipeline.js";
+import {
+  APPS_FROM,
+  appEntry,
+  appNodeArgs,
+  freePort,
+  type Proc,
+  ROOT,
+  rssMb,
+  startNode,
+  startRedisServer,
+  waitForHttp,
+} from "./procs.js";
+import { type Receiver, startReceiver } from "./receiver.js";
+
+const BASE_DB = process.env.DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
+export const BOTS = 2_000;
+export const WEBHOOK_BOTS = 200;
+/** webhook-mix: every voted bot has a webhook. hostile: 10 % hold, 10 % 500, 5 % unresolvable. */
+const MIX_BOTS = 2_000;
+const HOSTILE_BOTS = 200;
+/**
+ * Bots with a token that only `POST /stats` uses besides the first BOTS: its limit is 60 per token
+ * per minute, and 2,000 tokens × 60 = 120,000 a minute is less than a fast runtime posts in three
+ * 5-second rounds (Node 24 reached ≈ 9,600/s: 23,576 answers were 429s). 10,000 tokens give 600,000.
+ */
+const STATS_EXTRA_BOTS = 8_000;
+/** Past votes, each delivered once, of every bot with a webhook (webhook and webhook-mix bots). */
+const HISTORY_PER_BOT = 100;
+
+export const log = (line: string) => process.stdout.write(`[bench] ${line}\n`);
+export const botId = (i: number) => `${100000000000000000n + BigInt(i)}`;
+export const userId = (i: number) => `${200000000000000000n + BigInt(i)}`;
+
+function withDb(url: string, name: string): string {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+export interface Seeded {
+  tokens: string[];
+  webhookBots: string[];
+  mixBots: string[];
+  hostileBots: string[];
+  hostileHealthy: Set<string>;
+  /** `POST /stats` rotates over these bots and tokens (the first BOTS, then STATS_EXTRA_BOTS more). */
+  statsBots: { id: string; token: string }[];
+  /** Past votes seeded with a delivered delivery and its attempt (seedDeliveryHistory). */
+  history: number;
+}
+
+async function seed(url: string, receiver: Receiver, encryptionKey: string): Promise<Seeded> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  /** `count` approved bots with a fresh token each, ids from botId(firstIndex). */
+  async function insertTokenBots(
+    firstIndex: number,
+    count: number,
+  ): Promise<{ id: string; token: string }[]> {
+    const bots = Array.from({ length: count }, (_, i) => ({
+      id: botId(firstIndex + i),
+      token: randomBytes(32).toString("base64url"),
+    }));
+    await client.query(
+      `INSERT INTO bots (id, status, token_hash, approved_at, server_count)
+       SELECT id, 'approved', hash, now(), 1 FROM unnest($1::text[], $2::text[]) AS t(id, hash)`,
+      [bots.map((b) => b.id), bots.map((b) => hashToken(b.token))],
+    );
+    return bots;
+  }
+  const tokenBots = await insertTokenBots(0, BOTS);
+  const tokens = tokenBots.map((b) => b.token);
+  // One voter with an open window per bot (for /check), 100 log entries per bot (for /votes).
+  await client.query(
+    `INSERT INTO vote_log (bot_id, user_id, voted_at)
+     SELECT b.id, (200000000000000000 + g)::text, now() - (g || ' minutes')::interval
+       FROM bots b, generate_series(1, 100) g`,
+  );
+  await client.query(
+    `INSERT INTO vote_windows (bot_id, user_id, voted_at, vote_id)
+     SELECT bot_id, user_id, voted_at, id FROM vote_log WHERE user_id = '200000000000000001'`,
+  );
+  const box = createSecretBox(Buffer.from(encryptionKey, "hex"));
+  const webhookBots: string[] = [];
+  for (let i = 0; i < WEBHOOK_BOTS; i++) {
+    const id = botId(BOTS + i);
+    webhookBots.push(id);
+    await client.query(
+      `INSERT INTO bots (id, status, approved_at, webhook_url, webhook_secret_encrypted)
+       VALUES ($1, 'approved', now(), $2, $3)`,
+      [id, receiver.url("/hook", i), box.encrypt(`whsec_bench_${i}`)],
+    );
+  }
+  const mixBots = Array.from({ length: MIX_BOTS }, (_, i) => botId(BOTS + WEBHOOK_BOTS + i));
+  const hostileBots = Array.from({ length: HOSTILE_BOTS }, (_, i) =>
+    botId(BOTS + WEBHOOK_BOTS + MIX_BOTS + i),
+  );
+  // Inserted after the log above was seeded, so these bots have no votes: only /stats uses them.
+  const statsBots = [
+    ...tokenBots,
+    ...(await insertTokenBots(BOTS + WEBHOOK_BOTS + MIX_BOTS + HOSTILE_BOTS, STATS_EXTRA_BOTS)),
+  ];
+  const { hostileHealthy } = await seedPipelineBots(client, (s) => box.encrypt(s), receiver, {
+    mix: mixBots,
+    hostile: hostileBots,
+  });
+  const history = await seedDeliveryHistory(client, [...webhookBots, ...mixBots], HISTORY_PER_BOT);
+  // Fresh tables have no planner statistics until autovacuum gets to them; a live database has.
+  await client.query("ANALYZE");
+  await client.end();
+  return { tokens, webhookBots, mixBots, hostileBots, hostileHealthy, statsBots, history };
+}
+
+export interface Stack {
+  dbName: string;
+  dbUrl: string;
+  /** A connection of the bench's own to the scratch database (counting recorded votes). */
+  db: pg.Client;
+  redisUrl: string;
+  redisPid: () => number | undefined;
+  receiver: Receiver;
+  seeded: Seeded;
+  internalKey: string;
+  /** The apps' environment (log level included). */
+  env: Record<string, string>;
+  /** The apps' and the floor's Node flags (docker/Dockerfile's NODE_OPTIONS, or BENCH_NODE_ARGS). */
+  nodeArgs: string[];
+  floorUrl: string;
+  apiUrl: string;
+  apiMetricsUrl: string;
+  ingestUrl: string;
+  floorPid: () => number | undefined;
+  apiPid: () => number | undefined;
+  ingestPid: () => number | undefined;
+  /** Prometheus endpoint of the first dispatcher (whichever is running). */
+  dispatcherMetricsUrl: string;
+  /**
+   * Stops every running dispatcher, then starts `n` (the first with BENCH_PROFILE's flags), from
+   * `entry` when given (another build of the dispatcher: the drain scenario compares builds), with
+   * `env` added to the apps' environment.
+   */
+  startDispatchers(n: number, entry?: string, env?: Record<string, string>): Promise<Proc[]>;
+  stopDispatchers(): Promise<void>;
+  /** RSS samples (MB) of every app, one a second since the start. */
+  memory(): Record<string, { max: number; first: number; last: number; samples: number }>;
+  stop(): Promise<void>;
+}
+
+/** Starts everything; `stop()` stops it and drops the scratch database (BENCH_KEEP_DB=1 keeps it). */
+export async function startStack(): Promise<Stack> {
+  const procs: Proc[] = [];
+  const redis = await startRedisServer();
+  const dbName = `botdir_bench_${Date.now().toString(36)}`;
+  const dbUrl = withDb(BASE_DB, dbName);
+  const admin = new pg.Client({ connectionString: withDb(BASE_DB, "postgres") });
+  await admin.connect();
+  let receiver: Receiver | undefined;
+  let db: pg.Client | undefined;
+  let sampler: NodeJS.Timeout | undefined;
+  const stop = async () => {
+    clearInterval(sampler);
+    await Promise.all(procs.map((p) => p.stop()));
+    await db?.end().catch(() => {});
+    await receiver?.close();
+    await redis.stop();
+    // BENCH_KEEP_DB=1 keeps the scratch database for inspection (table statistics, plans).
+    if (process.env.BENCH_KEEP_DB === "1") log(`kept database ${dbName}`);
+    else await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`).catch(() => {});
+    await admin.end();
+  };
+  try {
+    log(`scratch database ${dbName}, private Redis ${redis.url}`);
+    await migrate(dbUrl);
+    receiver = await startReceiver();
+    const encryptionKey = randomBytes(32).toString("hex");
+    const internalKey = randomBytes(24).toString("base64url");
+    const seeded = await seed(dbUrl, receiver, encryptionKey);
+    log(
+      `seeded ${BOTS} bots with tokens, ${BOTS * 100} votes, ${WEBHOOK_BOTS} bots with webhooks, ` +
+        `${MIX_BOTS} webhook-mix bots, ${HOSTILE_BOTS} hostile-mix bots, ` +
+        `${STATS_EXTRA_BOTS} more bots with tokens for POST /stats, ` +
+        `${seeded.history} delivered deliveries of past votes`,
+    );
+
+    const [apiPort, ingestPort, dispatcherPort, dispatcher2Port, floorPort, apiMetricsPort] =
+      await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
+    const env = {
+      NODE_ENV: "production",
+      // What production runs (infra/base/configmap.yaml): info, one JSON line per request.
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "info",
+      DATABASE_URL: dbUrl,
+      REDIS_URL: redis.url,
+      INTERNAL_API_KEY: internalKey,
+      SECRET_ENCRYPTION_KEY: encryptionKey,
+      WEBHOOK_ALLOW_PRIVATE_TARGETS: "true",
+    };
+    // The apps and the floor run with the production image's Node flags (docker/Dockerfile
+    // NODE_OPTIONS, read by appNodeArgs; BENCH_NODE_ARGS replaces them) under APP_NODE (BENCH_NODE).
+    // BENCH_PROFILE=api (or vote-ingest, webhook-dispatcher) writes a V8 CPU profile of that app
+    // to bench/results/profiles/ when it stops (open it in Chrome DevTools or speedscope).
+    const nodeArgs = appNodeArgs();
+    const profileArgs = (name: string) => [
+      ...nodeArgs,
+      ...(process.env.BENCH_PROFILE === name
+        ? ["--cpu-prof", `--cpu-prof-dir=${path.join(ROOT, "bench/results/profiles")}`]
+        : []),
+    ];
+    const entries = {
+      floor: appEntry("bench/src/floor.ts"),
+      api: appEntry("apps/api/src/main.ts"),
+      ingest: appEntry("apps/vote-ingest/src/main.ts"),
+      dispatcher: appEntry("apps/webhook-dispatcher/src/main.ts"),
+    };
+    log(
+      `apps run ${APPS_FROM === "bundle" ? "as bundles (node dist/main.js, like the image)" : "from source (tsx)"}`,
+    );
+    const floor = await startNode(
+      "floor",
+      entries.floor,
+      { LOG_LEVEL: env.LOG_LEVEL },
+      [String(floorPort)],
+      nodeArgs,
+    );
+    const api = await startNode(
+      "api",
+      entries.api,
+      { ...env, API_PORT: String(apiPort), METRICS_PORT: String(apiMetricsPort) },
+      [],
+      profileArgs("api"),
+    );
+    const ingest = await startNode(
+      "vote-ingest",
+      entries.ingest,
+      { ...env, INGEST_PORT: String(ingestPort) },
+      [],
+      profileArgs("vote-ingest"),
+    );
+    procs.push(floor, api, ingest);
+    await Promise.all([
+      waitForHttp(`http://127.0.0.1:${floorPort}/health`),
+      waitForHttp(`http://127.0.0.1:${apiPort}/api/health`),
+      waitForHttp(`http://127.0.0.1:${ingestPort}/health`),
+    ]);
+
+    const dispatcherPorts = [dispatcherPort, dispatcher2Port];
+    let dispatchers: Proc[] = [];
+    const stopDispatchers = async () => {
+      await Promise.all(dispatchers.map((d) => d.stop()));
+      dispatchers = [];
+    };
+    const startDispatchers = async (n: number, entry = entries.dispatcher, extraEnv = {}) => {
+      await stopDispatchers();
+      for (let i = 0; i < n; i++) {
+        const d = await startNode(
+          `webhook-dispatcher-${i + 1}`,
+          entry,
+          { ...env, ...extraEnv, DISPATCHER_PORT: String(dispatcherPorts[i]) },
+          [],
+          i === 0 ? profileArgs("webhook-dispatcher") : nodeArgs,
+        );
+        dispatchers.push(d);
+        procs.push(d);
+      }
+      await Promise.all(dispatcherPorts.slice(0, n).map((p) => waitForHttp(`http://127.0.0.1:${p}/health`)));
+      return [...dispatchers];
+    };
+    await startDispatchers(1);
+
+    const memory: Record<string, number[]> = { api: [], "vote-ingest": [], "webhook-dispatcher": [] };
+    sampler = setInterval(() => {
+      memory.api?.push(rssMb(api.child.pid));
+      memory["vote-ingest"]?.push(rssMb(ingest.child.pid));
+      for (const d of dispatchers) memory["webhook-dispatcher"]?.push(rssMb(d.child.pid));
+    }, 1_000);
+
+    db = new pg.Client({ connectionString: dbUrl });
+    db.on("error", () => {}); // the scratch database is dropped at the end, even after a failure
+    await db.connect();
+    return {
+      dbName,
+      dbUrl,
+      db,
+      redisUrl: redis.url,
+      redisPid: () => redis.pid(),
+      receiver,
+      seeded,
+      internalKey,
+      env,
+      nodeArgs,
+      floorUrl: `http://127.0.0.1:${floorPort}`,
+      apiUrl: `http://127.0.0.1:${apiPort}`,
+      apiMetricsUrl: `http://127.0.0.1:${apiMetricsPort}/metrics`,
+      ingestUrl: `http://127.0.0.1:${ingestPort}`,
+      floorPid: () => floor.child.pid,
+      apiPid: () => api.child.pid,
+      ingestPid: () => ingest.child.pid,
+      dispatcherMetricsUrl: `http://127.0.0.1:${dispatcherPort}/metrics`,
+      startDispatchers,
+      stopDispatchers,
+      memory: () =>
+        Object.fromEntries(
+          Object.entries(memory).map(([name, samples]) => [
+            name,
+            {
+              max: Math.max(...samples),
+              first: samples[0] ?? 0,
+              last: samples.at(-1) ?? 0,
+              samples: samples.length,
+            },
+          ]),
+        ),
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}

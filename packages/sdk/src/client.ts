@@ -1,0 +1,197 @@
+import type {
+  Command,
+  CommandsResponse,
+  DeliveryAttempt,
+  RedeliverResponse,
+  StatsResponse,
+  Vote,
+  VoteCheckResult,
+  VotesPage,
+} from "./contract.js";
+import { ApiError } from "./errors.js";
+import { type RetryOptions, type RetryPolicy, retryDelay, retryPolicy } from "./retry.js";
+
+export interface BotDirClientOptions {
+  /** The service's base address, e.g. `https://botdir.example` (a trailing `/api/v1` is accepted too). */
+  baseUrl: string;
+  /** The bot's API token (shown once on the bot's edit page). */
+  token: string;
+  /** The bot's application id. */
+  botId: string;
+  /** A `fetch` to use instead of the global one (a proxy agent, a test double, an older runtime). */
+  fetch?: typeof fetch;
+  /** Retry policy; `false` turns retries off. See `RetryOptions` for the defaults. */
+  retry?: RetryOptions | false;
+  /** Deadline of one attempt in milliseconds (default 15 s); a timeout is retried like a network error. */
+  timeoutMs?: number;
+}
+
+/** The server count of the whole bot, or of one shard (`shardId`, optionally with `shardCount`). */
+export interface StatsInput {
+  serverCount: number;
+  shardId?: number;
+  shardCount?: number;
+  /** Per-shard counts (top.gg style); the bot's count is their sum. */
+  shards?: number[];
+}
+
+type Query = Record<string, string | number | undefined>;
+
+/** Client of the directory's API for one bot. Every method retries as `retry` says. */
+export class BotDirClient {
+  readonly botId: string;
+  readonly #base: string;
+  readonly #token: string;
+  readonly #fetch: typeof fetch;
+  readonly #policy: RetryPolicy;
+  readonly #timeoutMs: number;
+
+  constructor(options: BotDirClientOptions) {
+    if (!options.baseUrl) throw new TypeError("baseUrl is required");
+    if (!options.token) throw new TypeError("token is required");
+    if (!options.botId) throw new TypeError("botId is required");
+    this.botId = options.botId;
+    // Other directories' clients are configured with the `/api/v1` base; both spellings work here.
+    const base = options.baseUrl.replace(/\/+$/, "").replace(/\/api\/v1$/, "");
+    this.#base = `${base}/api/v1/bots/${encodeURIComponent(options.botId)}`;
+    this.#token = options.token;
+    this.#fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    this.#policy = retryPolicy(options.retry);
+    this.#timeoutMs = options.timeoutMs ?? 15_000;
+  }
+
+  /** POST /stats: the server count (of the bot, or of one shard). */
+  postStats(stats: StatsInput): Promise<StatsResponse> {
+    return this.#request("POST", "/stats", {
+      body: {
+        server_count: stats.serverCount,
+        shard_id: stats.shardId,
+        shard_count: stats.shardCount,
+        shards: stats.shards,
+      },
+    });
+  }
+
+  /** PUT /commands: replaces the whole command list (an empty array clears it). */
+  putCommands(commands: readonly Command[]): Promise<CommandsResponse> {
+    return this.#request("PUT", "/commands", { body: { commands } });
+  }
+
+  /** GET /check: whether the user is inside the 12-hour vote window. */
+  check(userId: string): Promise<VoteCheckResult> {
+    return this.#request("GET", "/check", { query: { userId } });
+  }
+
+  /** True when the user voted in the last 12 hours. */
+  async hasVoted(userId: string): Promise<boolean> {
+    return (await this.check(userId)).hasVoted;
+  }
+
+  /** GET /votes: the newest votes, newest first (`limit` 1–100, server default 50). */
+  async votes(options: { limit?: number } = {}): Promise<Vote[]> {
+    const page = await this.#request<{ votes: Vote[] }>("GET", "/votes", { query: { limit: options.limit } });
+    return page.votes;
+  }
+
+  /**
+   * Every vote at or after `since`, oldest first, page by page (`GET /votes?since=&cursor=`): for
+   * catching up after downtime. It ends at the newest vote the API lists (the last few seconds of
+   * the log are listed once they have settled); iterate again later from the last `voted_at`.
+   */
+  async *votesSince(
+    since: Date | string,
+    options: { limit?: number } = {},
+  ): AsyncGenerator<Vote, void, undefined> {
+    const sinceIso = typeof since === "string" ? since : since.toISOString();
+    let cursor: string | undefined;
+    do {
+      const page: VotesPage = await this.#request("GET", "/votes", {
+        query: { since: sinceIso, cursor, limit: options.limit ?? 100 },
+      });
+      yield* page.votes;
+      cursor = page.nextCursor;
+    } while (cursor !== undefined);
+  }
+
+  /** GET /webhook/deliveries: the last ten delivery attempts, newest first. */
+  async webhookDeliveries(): Promise<DeliveryAttempt[]> {
+    const list = await this.#request<{ attempts: DeliveryAttempt[] }>("GET", "/webhook/deliveries");
+    return list.attempts;
+  }
+
+  /** POST …/redeliver: sends a delivered or failed delivery again (a fresh series of attempts). */
+  redeliver(deliveryId: string): Promise<RedeliverResponse> {
+    return this.#request("POST", `/webhook/deliveries/${encodeURIComponent(deliveryId)}/redeliver`);
+  }
+
+  async #request<T>(
+    method: string,
+    path: string,
+    options: { query?: Query; body?: unknown } = {},
+  ): Promise<T> {
+    const url = this.#base + path + queryString(options.query);
+    const headers: Record<string, string> = { authorization: this.#token, accept: "application/json" };
+    let body: string | undefined;
+    if (options.body !== undefined) {
+      headers["content-type"] = "application/json";
+      body = JSON.stringify(options.body);
+    }
+    for (let attempt = 1; ; attempt++) {
+      let response: Response;
+      try {
+        response = await this.#fetch(url, {
+          method,
+          headers,
+          body,
+          signal: AbortSignal.timeout(this.#timeoutMs),
+        });
+      } catch (error) {
+        const delay = retryDelay({ networkError: true }, attempt, this.#policy);
+        if (delay === null) throw error;
+        await sleep(delay);
+        continue;
+      }
+      const text = await response.text().catch(() => "");
+      const parsed = parseJson(text);
+      if (response.ok) return parsed as T;
+      const error = apiError(response, parsed);
+      const delay = retryDelay({ status: error.status, retryAfter: error.retryAfter }, attempt, this.#policy);
+      if (delay === null) throw error;
+      await sleep(delay);
+    }
+  }
+}
+
+function queryString(query: Query | undefined): string {
+  if (!query) return "";
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) if (value !== undefined) params.set(name, String(value));
+  const text = params.toString();
+  return text ? `?${text}` : "";
+}
+
+function parseJson(text: string): unknown {
+  if (text === "") return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The spec's error body `{error, retryAfter?}`; a body that is not one (a proxy's page) still gives an error. */
+function apiError(response: Response, body: unknown): ApiError {
+  const fields = typeof body === "object" && body !== null ? (body as Record<string, unknown>) : {};
+  const message = typeof fields.error === "string" ? fields.error : `HTTP ${response.status}`;
+  let retryAfter: number | undefined;
+  if (response.status === 429) {
+    const fromBody = fields.retryAfter;
+    const header = response.headers.get("retry-after");
+    const fromHeader = header === null || header.trim() === "" ? Number.NaN : Number(header);
+    if (typeof fromBody === "number" && Number.isFinite(fromBody)) retryAfter = fromBody;
+    else if (Number.isFinite(fromHeader) && fromHeader >= 0) retryAfter = fromHeader;
+  }
+  return new ApiError(response.status, message, { retryAfter, body });
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -1,0 +1,36 @@
+/**
+ * The API's request and response bodies as the SDK's types. They are the zod contract's inferred
+ * types (`@botdir/schema`), imported for types only: the build (scripts/build.mjs) writes their
+ * resolved shapes into the published declarations, so the package depends on neither the contract
+ * nor zod.
+ */
+import type {
+  Command as CommandShape,
+  CommandsResponse as CommandsResponseShape,
+  DeliveryAttempt as DeliveryAttemptShape,
+  RedeliverResponse as RedeliverResponseShape,
+  StatsResponse as StatsResponseShape,
+  VoteCheckResult as VoteCheckResultShape,
+  VotesPage as VotesPageShape,
+  VotesResponse,
+  WebhookPayload,
+} from "@botdir/schema";
+
+/** A command as the chat platform describes it (name 1–32, description 1–100; other fields kept). */
+export type Command = CommandShape;
+/** Answer of `putCommands`: `count` is the number of commands kept after de-duplication. */
+export type CommandsResponse = CommandsResponseShape;
+/** Answer of `postStats`: the count posted. */
+export type StatsResponse = StatsResponseShape;
+/** The spec's Vote check result. Outside the window: `voted` 0, `hasVoted` false, times null. */
+export type VoteCheckResult = VoteCheckResultShape;
+/** One vote of the log: user id and time (ISO 8601 UTC with milliseconds). */
+export type Vote = VotesResponse["votes"][number];
+/** A page of `GET /votes?since=&cursor=`, oldest first; `nextCursor` is absent on the last page. */
+export type VotesPage = VotesPageShape;
+/** One webhook delivery attempt, as the bot's edit page lists it. */
+export type DeliveryAttempt = DeliveryAttemptShape;
+/** Answer of `redeliver`: the series just started. */
+export type RedeliverResponse = RedeliverResponseShape;
+/** The body of a `vote.create` webhook. */
+export type VoteEvent = WebhookPayload;

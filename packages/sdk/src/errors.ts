@@ -1,0 +1,43 @@
+/** A non-2xx answer of the API: its status, the error sentence of its body, `retryAfter` on 429. */
+export class ApiError extends Error {
+  override readonly name = "ApiError";
+  /** HTTP status code. */
+  readonly status: number;
+  /** Seconds until the rate-limit window resets; set on 429 only. */
+  readonly retryAfter: number | undefined;
+  /** The parsed JSON body, when there was one. */
+  readonly body: unknown;
+
+  constructor(status: number, message: string, options: { retryAfter?: number; body?: unknown } = {}) {
+    super(message);
+    this.status = status;
+    this.retryAfter = options.retryAfter;
+    this.body = options.body;
+  }
+}
+
+/** Why `verifyWebhook` refused a request. */
+export type WebhookVerificationReason =
+  /** Neither Standard Webhooks headers (`webhook-id`, `-timestamp`, `-signature`) nor `X-Webhook-Signature-256`. */
+  | "missing_signature"
+  /** `webhook-timestamp` is not Unix seconds. */
+  | "malformed_timestamp"
+  /** `webhook-timestamp` is further from this clock than the tolerance: a replay, or a skewed clock. */
+  | "timestamp_out_of_tolerance"
+  /** No signature matches any of the secrets: a changed body or a wrong secret. */
+  | "invalid_signature"
+  /** Legacy headers only, and `Authorization` is not one of the secrets. */
+  | "invalid_authorization"
+  /** The signature is valid but the body is not a JSON object. */
+  | "invalid_body";
+
+/** Thrown by `verifyWebhook`; `reason` says why (never the secret or the expected signature). */
+export class WebhookVerificationError extends Error {
+  override readonly name = "WebhookVerificationError";
+  readonly reason: WebhookVerificationReason;
+
+  constructor(reason: WebhookVerificationReason, message: string) {
+    super(message);
+    this.reason = reason;
+  }
+}

@@ -1,0 +1,29 @@
+export type { NodeRequestLike, NodeResponseLike, SeenStore, WebhookReceiverOptions } from "./adapters.js";
+export { expressWebhook, fetchWebhook, memorySeenStore, nodeWebhook } from "./adapters.js";
+export type { Autoposter, AutoposterOptions } from "./autoposter.js";
+export { DEFAULT_AUTOPOST_INTERVAL_MS, startAutoposter } from "./autoposter.js";
+export type { BotDirClientOptions, StatsInput } from "./client.js";
+export { BotDirClient } from "./client.js";
+export type {
+  Command,
+  CommandsResponse,
+  DeliveryAttempt,
+  RedeliverResponse,
+  StatsResponse,
+  Vote,
+  VoteCheckResult,
+  VoteEvent,
+  VotesPage,
+} from "./contract.js";
+export type { WebhookVerificationReason } from "./errors.js";
+export { ApiError, WebhookVerificationError } from "./errors.js";
+export type { RetryOptions } from "./retry.js";
+export { DEFAULT_RETRY } from "./retry.js";
+export type {
+  VerifiedWebhook,
+  VerifyWebhookOptions,
+  WebhookEvent,
+  WebhookHeaders,
+  WebhookTestEvent,
+} from "./webhook.js";
+export { DEFAULT_TOLERANCE_SECONDS, verifyWebhook } from "./webhook.js";
