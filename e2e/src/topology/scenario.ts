@@ -633,11 +633,12 @@ export async function runScenario(topology: Topology, options: ScenarioOptions):
 export function violations(f: Figures, options: ScenarioOptions): string[] {
   const out: string[] = [];
   const expectedVotes = options.votesPerSecond * (options.loadMs / 1000);
-  if (f.votes.sent < expectedVotes * 0.9)
-    out.push(`only ${f.votes.sent} votes were sent of the ${expectedVotes} the load calls for`);
-  if (f.votes.skipped + f.checks.skipped + f.stats.skipped > 0)
+  // The load is open-loop at the planned rate; a send is skipped only while 1,500 requests of its
+  // kind are already waiting (a stack that fell far behind). Skips are reported in the summary;
+  // the run fails when the votes actually sent fall short of 95 % of the plan.
+  if (f.votes.sent < expectedVotes * 0.95)
     out.push(
-      `the stack fell behind: sends skipped with ${MAX_IN_FLIGHT} requests of their kind in flight (votes ${f.votes.skipped}, checks ${f.checks.skipped}, stats ${f.stats.skipped}; between ${(Math.min(...[f.votes, f.checks, f.stats].flatMap((t) => t.skippedAt)) / 1000).toFixed(1)} s and ${(Math.max(...[f.votes, f.checks, f.stats].flatMap((t) => t.skippedAt)) / 1000).toFixed(1)} s)`,
+      `only ${f.votes.sent} votes were sent of the ${expectedVotes} the load calls for (the stack fell behind: sends skipped with ${MAX_IN_FLIGHT} requests of their kind in flight: votes ${f.votes.skipped}, checks ${f.checks.skipped}, stats ${f.stats.skipped})`,
     );
   if (f.undelivered.length > 0)
     out.push(
@@ -752,6 +753,7 @@ export function summary(f: Figures, totalSeconds: number): string {
     `topology: ${f.loadSeconds.toFixed(0)} s load`,
     `votes ${f.votes.sent} sent, ${f.accepted} answered 201, ${f.delivered} delivered (last ${(f.lastDeliveryAfterLoadMs / 1000).toFixed(1)} s after the load)`,
     `duplicates ${f.duplicates} (${ratio.toFixed(2)} %)`,
+    `sends skipped while ${MAX_IN_FLIGHT} of their kind waited: votes ${f.votes.skipped}, checks ${f.checks.skipped}, stats ${f.stats.skipped}`,
     `votes answered in p50 ${percentile(f.votes, 50).toFixed(0)} / p99 ${percentile(f.votes, 99).toFixed(0)} ms`,
     `checks ${f.checks.sent} (${statusList(f.checks)}; p50 ${percentile(f.checks, 50).toFixed(0)} / p99 ${percentile(f.checks, 99).toFixed(0)} ms)`,
     `stats ${f.stats.sent} (${statusList(f.stats)}; p50 ${percentile(f.stats, 50).toFixed(0)} / p99 ${percentile(f.stats, 99).toFixed(0)} ms)`,
