@@ -138,6 +138,10 @@ export interface Stack {
   floorUrl: string;
   apiUrl: string;
   apiMetricsUrl: string;
+  /** The second API, DB_PREPARED_STATEMENTS=off (every statement unnamed). */
+  apiUnnamedUrl: string;
+  apiUnnamedMetricsUrl: string;
+  apiUnnamedPid: () => number | undefined;
   ingestUrl: string;
   floorPid: () => number | undefined;
   apiPid: () => number | undefined;
@@ -194,6 +198,7 @@ export async function startStack(): Promise<Stack> {
 
     const [apiPort, ingestPort, dispatcherPort, dispatcher2Port, floorPort, apiMetricsPort] =
       await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
+    const [apiUnnamedPort, apiUnnamedMetricsPort] = await Promise.all([freePort(), freePort()]);
     const env = {
       NODE_ENV: "production",
       // What production runs (infra/base/configmap.yaml): info, one JSON line per request.
@@ -245,10 +250,25 @@ export async function startStack(): Promise<Stack> {
       [],
       profileArgs("vote-ingest"),
     );
-    procs.push(floor, api, ingest);
+    // The same API with every statement unnamed, as it runs behind a transaction-pooling PgBouncer
+    // (DB_PREPARED_STATEMENTS=off): the hot paths' rows "(unnamed statements)" measure what that costs.
+    const apiUnnamed = await startNode(
+      "api-unnamed",
+      entries.api,
+      {
+        ...env,
+        DB_PREPARED_STATEMENTS: "off",
+        API_PORT: String(apiUnnamedPort),
+        METRICS_PORT: String(apiUnnamedMetricsPort),
+      },
+      [],
+      nodeArgs,
+    );
+    procs.push(floor, api, apiUnnamed, ingest);
     await Promise.all([
       waitForHttp(`http://127.0.0.1:${floorPort}/health`),
       waitForHttp(`http://127.0.0.1:${apiPort}/api/health`),
+      waitForHttp(`http://127.0.0.1:${apiUnnamedPort}/api/health`),
       waitForHttp(`http://127.0.0.1:${ingestPort}/health`),
     ]);
 
@@ -300,6 +320,9 @@ export async function startStack(): Promise<Stack> {
       floorUrl: `http://127.0.0.1:${floorPort}`,
       apiUrl: `http://127.0.0.1:${apiPort}`,
       apiMetricsUrl: `http://127.0.0.1:${apiMetricsPort}/metrics`,
+      apiUnnamedUrl: `http://127.0.0.1:${apiUnnamedPort}`,
+      apiUnnamedMetricsUrl: `http://127.0.0.1:${apiUnnamedMetricsPort}/metrics`,
+      apiUnnamedPid: () => apiUnnamed.child.pid,
       ingestUrl: `http://127.0.0.1:${ingestPort}`,
       floorPid: () => floor.child.pid,
       apiPid: () => api.child.pid,

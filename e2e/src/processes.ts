@@ -6,6 +6,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "@botdir/db/testing";
 import { waitFor } from "@botdir/service-kit/testing";
@@ -72,14 +73,26 @@ export function baseEnv(): Record<string, string> {
   return { ...env, NODE_ENV: "test", LOG_LEVEL: "warn", SHUTDOWN_DRAIN_MS: "0" };
 }
 
+export interface StartOptions {
+  /** Run the build output (`node dist/main.js` in the app's folder, as the images do) instead of the source. */
+  dist?: boolean;
+  /** A fixed port instead of a free one. */
+  port?: number;
+}
+
 /**
- * Starts `apps/<app>/src/main.ts` on a free port and waits until its health endpoint answers (any
- * status: a dependency may be down on purpose).
+ * Starts `apps/<app>/src/main.ts` (or its `dist/main.js`) on a free port and waits until its
+ * health endpoint answers (any status: a dependency may be down on purpose).
  */
-export async function startApp(app: AppName, env: Record<string, string>): Promise<AppProcess> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ["--import", "tsx", `apps/${app}/src/main.ts`], {
-    cwd: REPO_ROOT,
+export async function startApp(
+  app: AppName,
+  env: Record<string, string>,
+  options: StartOptions = {},
+): Promise<AppProcess> {
+  const port = options.port ?? (await freePort());
+  const command = options.dist ? ["dist/main.js"] : ["--import", "tsx", `apps/${app}/src/main.ts`];
+  const child = spawn(process.execPath, command, {
+    cwd: options.dist ? join(REPO_ROOT, "apps", app) : REPO_ROOT,
     // METRICS_PORT 0: the api's metrics listener takes a free port, so two api processes never collide.
     env: { ...baseEnv(), METRICS_PORT: "0", ...env, [PORT_VARIABLE[app]]: String(port) },
     stdio: ["ignore", "pipe", "pipe"],

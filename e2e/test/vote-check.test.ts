@@ -26,7 +26,8 @@ beforeAll(() => {
   const redis = t.redis;
   clock = new ManualClock("2026-11-21T09:15:30.789Z");
   const prefix = t.prefix;
-  queue = createDeliveryQueue({ db: t.db, redis, prefix: `${prefix}bull`, logger: silentLogger });
+  // Hash-tagged, as QUEUE_PREFIX must be: BullMQ's scripts touch several keys (one slot on a Cluster).
+  queue = createDeliveryQueue({ db: t.db, redis, prefix: `{${prefix}bull}`, logger: silentLogger });
   ingest = createIngest({
     db: t.db,
     redis,

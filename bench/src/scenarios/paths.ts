@@ -98,6 +98,30 @@ export async function hotPaths(
         };
       },
     },
+    // The same two paths on the API that sends every statement unnamed (behind PgBouncer).
+    "GET /check (unnamed statements)": {
+      method: "GET",
+      ours: stack.apiUnnamedUrl,
+      build: () => {
+        const i = nextBot();
+        return {
+          path: `/api/v1/bots/${botId(i)}/check?userId=${userId(1 + (i % 2))}`,
+          headers: { authorization: seeded.tokens[i] as string },
+        };
+      },
+    },
+    "POST /stats (unnamed statements)": {
+      method: "POST",
+      ours: stack.apiUnnamedUrl,
+      build: () => {
+        const bot = seeded.statsBots[statsRr++ % seeded.statsBots.length] as { id: string; token: string };
+        return {
+          path: `/api/v1/bots/${bot.id}/stats`,
+          headers: { authorization: bot.token },
+          body: `{"server_count":${1000 + (statsRr % 7)}}`,
+        };
+      },
+    },
     "PUT /commands (100)": {
       method: "PUT",
       ours: stack.apiUrl,
@@ -189,8 +213,13 @@ export async function hotPaths(
     // BENCH_ONLY="check,stats" runs only the paths whose name contains one of the words.
     if (only && !only.some((w) => name.toLowerCase().includes(w))) continue;
     const ofIngest = spec.ours === stack.ingestUrl;
-    const serverPid = ofIngest ? stack.ingestPid() : stack.apiPid();
-    const metricsUrl = ofIngest ? `${stack.ingestUrl}/metrics` : stack.apiMetricsUrl;
+    const unnamed = spec.ours === stack.apiUnnamedUrl;
+    const serverPid = ofIngest ? stack.ingestPid() : unnamed ? stack.apiUnnamedPid() : stack.apiPid();
+    const metricsUrl = ofIngest
+      ? `${stack.ingestUrl}/metrics`
+      : unnamed
+        ? stack.apiUnnamedMetricsUrl
+        : stack.apiMetricsUrl;
     const batchesBefore = await batchCounters(metricsUrl);
     const floorRuns: LoadResult[] = [];
     const floorCpu: CpuShare[] = [];
