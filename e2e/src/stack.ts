@@ -13,6 +13,7 @@ import {
   testRedisClusterNodes,
   testRedisPrefix,
   testRedisUrl,
+  useForFile,
 } from "@botdir/db/testing";
 import { createRedis, parseClusterNodes, type RedisClient } from "@botdir/service-kit";
 import { connectRedis, redisReady } from "@botdir/service-kit/testing";
@@ -132,19 +133,12 @@ export interface Stack {
  * machine) and stopped after them (afterAll); read it inside tests.
  */
 export function useStack(options: StackOptions = {}): Stack {
-  let started: Stack | undefined;
-  beforeAll(async () => {
-    started = await startStack(options);
-  }, 180_000);
-  afterAll(async () => {
-    await started?.stop();
-  });
-  return new Proxy({} as Stack, {
-    get(_target, key) {
-      if (!started) throw new Error("the stack is read outside a test");
-      return Reflect.get(started, key);
-    },
-  });
+  return useForFile(
+    "the stack",
+    () => startStack(options),
+    (stack) => stack.stop(),
+    180_000,
+  );
 }
 
 const APPS: AppName[] = ["api", "vote-ingest", "webhook-dispatcher"];
@@ -249,23 +243,14 @@ export interface TestStores extends TestDatabase {
  * Read it inside tests and hooks.
  */
 export function useStores(): TestStores & { beforeClose(step: () => unknown): void } {
-  let started: TestStores | undefined;
   const steps: (() => unknown)[] = [];
-  beforeAll(async () => {
-    started = await startStores();
-  });
-  afterAll(async () => {
+  const stores = useForFile("the stores", startStores, async (started) => {
     for (const step of steps.reverse()) await step();
-    await started?.close();
+    await started.close();
   });
   const beforeClose = (step: () => unknown) => void steps.push(step);
-  return new Proxy({} as TestStores & { beforeClose: typeof beforeClose }, {
-    get(_target, key) {
-      if (key === "beforeClose") return beforeClose;
-      if (!started) throw new Error("the stores are read outside a test");
-      return Reflect.get(started, key);
-    },
-  });
+  // The stores' fields come from `stores` (read inside tests); beforeClose works at any time.
+  return Object.assign(Object.create(stores) as TestStores, { beforeClose });
 }
 
 export async function startStores(): Promise<TestStores> {

@@ -1,7 +1,13 @@
 import type { RequestListener } from "node:http";
 /** Shared fixtures of the API tests: real PostgreSQL and Redis, one database and key prefix per file. */
 
-import { createTestDatabase, type TestDatabase, testRedisPrefix, testRedisUrl } from "@botdir/db/testing";
+import {
+  createTestDatabase,
+  type TestDatabase,
+  testRedisPrefix,
+  testRedisUrl,
+  useForFile,
+} from "@botdir/db/testing";
 import { type Logger, ManualClock } from "@botdir/service-kit";
 import { connectRedis } from "@botdir/service-kit/testing";
 import { Redis } from "ioredis";
@@ -104,39 +110,10 @@ export async function createHarness(): Promise<Harness> {
  * `h` reads the harness inside tests; `app` is the app with `appOverrides`, built on first use.
  */
 export function useHarness(appOverrides: Partial<ApiDeps> = {}): { h: Harness; app: RequestListener } {
-  let created: Harness | undefined;
-  beforeAll(async () => {
-    created = await createHarness();
-  });
-  afterAll(async () => {
-    await created?.close();
-  });
-  const get = (): Harness => {
-    if (!created) throw new Error("the harness is read outside a test");
-    return created;
-  };
-  const h: Harness = {
-    get t() {
-      return get().t;
-    },
-    get redis() {
-      return get().redis;
-    },
-    get prefix() {
-      return get().prefix;
-    },
-    get clock() {
-      return get().clock;
-    },
-    get logger() {
-      return get().logger;
-    },
-    app: (overrides) => get().app(overrides),
-    close: () => get().close(),
-  };
+  const h = useForFile("the harness", createHarness, (harness) => harness.close());
   let built: ApiApp | undefined;
   const app: RequestListener = (req, res) => {
-    built ??= get().app(appOverrides);
+    built ??= h.app(appOverrides);
     built(req, res);
   };
   return { h, app };

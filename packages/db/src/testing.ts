@@ -114,33 +114,41 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
 }
 
 /**
+ * A resource of this test file: made by `start` before its tests (beforeAll, with `timeoutMs` when
+ * given) and ended by `stop` after them (afterAll). The object returned reads the resource; reading
+ * it outside a test (or hook) throws, naming `what`.
+ */
+export function useForFile<T extends object>(
+  what: string,
+  start: () => Promise<T>,
+  stop: (resource: T) => Promise<unknown>,
+  timeoutMs?: number,
+): T {
+  let started: T | undefined;
+  beforeAll(async () => {
+    started = await start();
+  }, timeoutMs);
+  afterAll(async () => {
+    if (started) await stop(started);
+  });
+  return new Proxy({} as T, {
+    get(_target, key) {
+      if (!started) throw new Error(`${what} is read outside a test`);
+      return Reflect.get(started, key);
+    },
+  });
+}
+
+/**
  * This test file's database (createTestDatabase): created before its tests (beforeAll) and dropped
  * after them (afterAll); its fields are read inside tests.
  */
 export function useTestDatabase(options: { poolMax?: number } = {}): TestDatabase {
-  let created: TestDatabase | undefined;
-  beforeAll(async () => {
-    created = await createTestDatabase(options);
-  });
-  afterAll(async () => {
-    await created?.drop();
-  });
-  const get = (): TestDatabase => {
-    if (!created) throw new Error("the test database is read outside a test");
-    return created;
-  };
-  return {
-    get url() {
-      return get().url;
-    },
-    get name() {
-      return get().name;
-    },
-    get db() {
-      return get().db;
-    },
-    drop: () => get().drop(),
-  };
+  return useForFile(
+    "the test database",
+    () => createTestDatabase(options),
+    (t) => t.drop(),
+  );
 }
 
 /** A Redis key prefix of its own for one test file, e.g. `t:ab12cd34:`. */
