@@ -24,6 +24,13 @@ afterAll(async () => {
 const botctl = (...argv: string[]) => runBotctl(argv, env);
 const botRow = (id: string) => t.db.prisma.bot.findUniqueOrThrow({ where: { id } });
 
+/** `botctl <command> <unknown id>` exits 1 with Bot not found. */
+function itExitsOneForAnUnknownBot(command: string[], title = "when the bot does not exist, then exit 1") {
+  it(title, async () => {
+    expect(await botctl(...command, randomBotId())).toEqual({ code: 1, output: { error: "Bot not found." } });
+  });
+}
+
 describe("botctl bot create", () => {
   it("when given a new id, then prints {id, status: pending} and exits 0", async () => {
     const id = randomBotId();
@@ -72,12 +79,10 @@ describe("botctl bot approve", () => {
     expect((await botRow(id)).status).toBe("approved");
   });
 
-  it("when the bot does not exist, then exit 1 with Bot not found.", async () => {
-    expect(await botctl("bot", "approve", randomBotId())).toEqual({
-      code: 1,
-      output: { error: "Bot not found." },
-    });
-  });
+  itExitsOneForAnUnknownBot(
+    ["bot", "approve"],
+    "when the bot does not exist, then exit 1 with Bot not found.",
+  );
 });
 
 describe("botctl token rotate", () => {
@@ -179,12 +184,7 @@ describe("botctl webhook clear", () => {
     expect(row.webhookSecretEncrypted).toBeNull();
   });
 
-  it("when the bot does not exist, then exit 1", async () => {
-    expect(await botctl("webhook", "clear", randomBotId())).toEqual({
-      code: 1,
-      output: { error: "Bot not found." },
-    });
-  });
+  itExitsOneForAnUnknownBot(["webhook", "clear"]);
 });
 
 describe("botctl webhook deliveries", () => {
