@@ -350,22 +350,15 @@ describe("each documented response schema validates a real response", () => {
     const put = "PUT /internal/v1/bots/{id}/webhook";
     const bot = await seedBot(t.db);
     const url = `/internal/v1/bots/${bot.id}/webhook`;
-    const set = await request(app)
-      .put(url)
-      .set("Authorization", KEY)
-      .send({ url: "https://hooks.example.com/v" });
+    const setWebhook = (on: typeof app, webhookUrl: string) =>
+      request(on).put(url).set("Authorization", KEY).send({ url: webhookUrl });
+    const set = await setWebhook(app, "https://hooks.example.com/v");
     expect(set.status).toBe(200);
     expectDocumented(put, set);
-    const refused = await request(app)
-      .put(url)
-      .set("Authorization", KEY)
-      .send({ url: "http://hooks.example.com/v" });
+    const refused = await setWebhook(app, "http://hooks.example.com/v");
     expect(refused.status).toBe(400);
     expectDocumented(put, refused);
-    const unavailable = await request(keyless)
-      .put(url)
-      .set("Authorization", KEY)
-      .send({ url: "https://hooks.example.com/v" });
+    const unavailable = await setWebhook(keyless, "https://hooks.example.com/v");
     expect(unavailable.status).toBe(503);
     expectDocumented(put, unavailable);
     const cleared = await request(app).delete(url).set("Authorization", KEY);
