@@ -259,8 +259,8 @@ describe("POST /internal/v1/bots/:id/token", () => {
 });
 
 describe("PUT /internal/v1/bots/:id/webhook", () => {
-  const put = (id: string, body: unknown) =>
-    request(app)
+  const put = (id: string, body: unknown, on: Express = app) =>
+    request(on)
       .put(`/internal/v1/bots/${id}/webhook`)
       .set("Authorization", KEY)
       .send(body as object);
@@ -356,10 +356,7 @@ describe("PUT /internal/v1/bots/:id/webhook", () => {
   it("when private targets are allowed (development), then http to loopback is accepted", async () => {
     const devApp = build({ allowPrivateTargets: true });
     const { id } = await seedBot(t.db);
-    const res = await request(devApp)
-      .put(`/internal/v1/bots/${id}/webhook`)
-      .set("Authorization", KEY)
-      .send({ url: "http://127.0.0.1:8080/hook" });
+    const res = await put(id, { url: "http://127.0.0.1:8080/hook" }, devApp);
     expect(res.status).toBe(200);
     expect(res.body.url).toBe("http://127.0.0.1:8080/hook");
   });
@@ -368,10 +365,7 @@ describe("PUT /internal/v1/bots/:id/webhook", () => {
     const slowApp = build({ webhookResolver: () => new Promise(() => {}), webhookDnsTimeoutMs: 200 });
     const { id } = await seedBot(t.db);
     const started = Date.now();
-    const res = await request(slowApp)
-      .put(`/internal/v1/bots/${id}/webhook`)
-      .set("Authorization", KEY)
-      .send({ url: "https://slow-dns.example.com/hook" });
+    const res = await put(id, { url: "https://slow-dns.example.com/hook" }, slowApp);
     expect(res.status).toBe(200);
     expect(Date.now() - started).toBeGreaterThanOrEqual(190);
     expect(Date.now() - started).toBeLessThan(2_000);
@@ -393,10 +387,7 @@ describe("PUT /internal/v1/bots/:id/webhook", () => {
   it("when no encryption key is configured, then 503 and nothing is stored", async () => {
     const keyless = build({ secretBox: null });
     const { id } = await seedBot(t.db);
-    const res = await request(keyless)
-      .put(`/internal/v1/bots/${id}/webhook`)
-      .set("Authorization", KEY)
-      .send({ url: "https://hooks.example.com/x" });
+    const res = await put(id, { url: "https://hooks.example.com/x" }, keyless);
     expect(res.status).toBe(503);
     expect(res.body.error).toContain("SECRET_ENCRYPTION_KEY");
     expect((await botRow(id)).webhookUrl).toBeNull();
