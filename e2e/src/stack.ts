@@ -16,8 +16,7 @@ import {
   useForFile,
 } from "@botdir/db/testing";
 import { createRedis, parseClusterNodes, type RedisClient } from "@botdir/service-kit";
-import { connectRedis, redisReady } from "@botdir/service-kit/testing";
-import type { Redis } from "ioredis";
+import { redisReady } from "@botdir/service-kit/testing";
 import { type AppName, type AppProcess, call, freshKeys, startApp, stopAll } from "./processes.js";
 import { type ReceivedRequest, type Receiver, type Reply, startReceiver } from "./receivers.js";
 
