@@ -77,7 +77,7 @@ async function seed(
   const hot = Math.round(votes * HOT_SHARE);
   const others = votes - hot;
   const deliveries = Math.round(votes / 10);
-  // Bulk load: foreign-key and counter triggers off for this session (the counters are built below
+  // Bulk load: foreign-key and counter triggers off on this connection (the counters are built below
   // from the log, as the migration's backfill does). Other bots' votes first: ids 1..others.
   await client.query("SET session_replication_role = replica");
   await client.query("SET work_mem = '256MB'");

@@ -130,7 +130,7 @@ export async function hotPaths(
         body: `{"bot_id":"${botId(nextBot())}","user_id":"${3000000000000000000n + BigInt(voter++)}"}`,
       }),
     },
-    // Refusals (issue 16): a random token each time (a pool of 10,000, none cached anywhere), and
+    // Refusals: a random token each time (a pool of 10,000, none cached anywhere), and
     // one token far over its /check limit. Both against the floor's /check, like GET /check.
     "401 GET /check (random token)": {
       method: "GET",
