@@ -15,7 +15,7 @@ import {
   testRedisUrl,
   useForFile,
 } from "@botdir/db/testing";
-import { createRedis, parseClusterNodes, type RedisClient } from "@botdir/service-kit";
+import { createRedis, type RedisClient, redisTargetOf } from "@botdir/service-kit";
 import { redisReady } from "@botdir/service-kit/testing";
 import { type AppName, type AppProcess, call, freshKeys, startApp, stopAll } from "./processes.js";
 import { type ReceivedRequest, type Receiver, type Reply, startReceiver } from "./receivers.js";
@@ -216,9 +216,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
  * distributed run (`pnpm test:distributed`), the single server otherwise. Ready when returned.
  */
 export async function connectSharedRedis(): Promise<RedisClient> {
-  const nodes = testRedisClusterNodes();
   const client = createRedis(
-    { url: testRedisUrl(), clusterNodes: nodes ? (parseClusterNodes(nodes) ?? undefined) : undefined },
+    redisTargetOf({ REDIS_URL: testRedisUrl(), REDIS_CLUSTER_NODES: testRedisClusterNodes() }),
     "fail-fast",
   );
   await redisReady(client);
