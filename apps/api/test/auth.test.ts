@@ -2,7 +2,7 @@ import type { RequestListener } from "node:http";
 import { generateToken, hashToken } from "@botdir/db";
 import { randomBotId, seedBot } from "@botdir/db/testing";
 import request from "supertest";
-import { cmd, USER, useHarness } from "./support.js";
+import { cmd, expectAnswer, USER, useHarness } from "./support.js";
 
 // Limits high enough that the matrix below never meets them.
 const { h, app } = useHarness({ limits: { commands: 1_000, stats: 1_000, votes: 1_000 } });
@@ -69,9 +69,7 @@ describe.each(ENDPOINTS)("$name authentication", ({ send }) => {
     "when Authorization is %s, then 401 Invalid token. without rate-limit headers",
     async (_name, headers) => {
       const res = await send(app, bot.id, headers as Record<string, string>);
-      expect(res.status).toBe(401);
-      expect(res.headers["content-type"]).toBe("application/json; charset=utf-8");
-      expect(res.text).toBe('{"error":"Invalid token."}');
+      expectAnswer(res, 401, '{"error":"Invalid token."}');
       expect(res.headers["ratelimit-remaining"]).toBeUndefined();
     },
   );
@@ -81,11 +79,7 @@ describe.each(ENDPOINTS)("$name authentication", ({ send }) => {
     const answers = await Promise.all(
       [other.id, randomBotId(), "not-an-id", "123", "1".repeat(25), "%00"].map((id) => send(app, id, auth)),
     );
-    for (const res of answers) {
-      expect(res.status).toBe(404);
-      expect(res.text).toBe('{"error":"Bot not found."}');
-      expect(res.headers["content-type"]).toBe("application/json; charset=utf-8");
-    }
+    for (const res of answers) expectAnswer(res, 404, '{"error":"Bot not found."}');
   });
 
   it("when the token is unknown and the id is invalid, then 401 comes before 404", async () => {

@@ -1,10 +1,7 @@
-import { once } from "node:events";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { seedBot, watchQueries } from "@botdir/db/testing";
 import { VOTE_WINDOW_MS, VoteCheckResult } from "@botdir/schema";
 import request from "supertest";
-import { castVote, USER, useHarness } from "./support.js";
+import { castVote, expectAnswer, listen, USER, useHarness } from "./support.js";
 
 const { h, app } = useHarness();
 
@@ -43,9 +40,7 @@ describe("GET /api/v1/bots/{id}/check", () => {
 
   it("when the user never voted, then voted 0, hasVoted false and null timestamps", async () => {
     const { id, auth } = await newBot();
-    const res = await check(id, auth);
-    expect(res.status).toBe(200);
-    expect(res.text).toBe('{"voted":0,"hasVoted":false,"votedAt":null,"nextVoteAt":null}');
+    expectAnswer(await check(id, auth), 200, '{"voted":0,"hasVoted":false,"votedAt":null,"nextVoteAt":null}');
   });
 
   it("when exactly 12 hours have passed, then the user is outside the window; 1 ms before, inside", async () => {
@@ -135,10 +130,7 @@ describe("the hot path", () => {
     await Promise.all(
       bots.filter((_, i) => i % 2 === 0).map((b) => castVote(h.t, b.id, USER, h.clock.now())),
     );
-    const batched = h.app({ batching: { maxInFlight: 1 } });
-    const server = createServer(batched).listen(0, "127.0.0.1");
-    await once(server, "listening");
-    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const server = await listen(h.app({ batching: { maxInFlight: 1 } }));
 
     let redisCommands = 0;
     // Each statement and Redis command takes 50 ms longer, so requests pile up behind the one in
@@ -153,7 +145,7 @@ describe("the hot path", () => {
     }) as typeof sendCommand;
     try {
       const get = (path: string, token: string) =>
-        fetch(`${base}${path}`, { headers: { authorization: token } }).then(async (r) => ({
+        fetch(`${server.base}${path}`, { headers: { authorization: token } }).then(async (r) => ({
           status: r.status,
           body: (await r.json()) as { voted: number },
         }));
@@ -176,7 +168,7 @@ describe("the hot path", () => {
     } finally {
       queries.restore();
       h.redis.sendCommand = sendCommand;
-      server.close();
+      await server.close();
     }
   });
 });

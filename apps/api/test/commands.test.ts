@@ -1,7 +1,7 @@
 import { seedBot } from "@botdir/db/testing";
 import { CommandsResponse } from "@botdir/schema";
 import request from "supertest";
-import { cmd, useHarness } from "./support.js";
+import { cmd, expectAnswer, refuseBotUpdates, useHarness } from "./support.js";
 
 const { h, app } = useHarness({ limits: { commands: 1_000 } });
 
@@ -137,32 +137,34 @@ describe("PUT /api/v1/bots/{id}/commands", () => {
     },
   );
 
-  it.each<[string, (req: ReturnType<typeof put>) => ReturnType<typeof put>, string]>([
+  it.each<[string, (req: ReturnType<typeof put>) => ReturnType<typeof put>, number, string]>([
     [
       "when the JSON does not parse, then 400 Invalid JSON body.",
       (req) => req.set("Content-Type", "application/json").send('{"commands": ['),
+      400,
       "Invalid JSON body.",
     ],
-    ["when there is no body, then 400 Invalid JSON body.", (req) => req, "Invalid JSON body."],
+    ["when there is no body, then 400 Invalid JSON body.", (req) => req, 400, "Invalid JSON body."],
     [
       "when the content type is not JSON, then 400 naming the content type",
       (req) => req.set("Content-Type", "text/plain").send('{"commands":[]}'),
+      400,
       "Content-Type must be application/json.",
     ],
-  ])("%s", async (_title, send, error) => {
+    [
+      "when the body is over 1 MB, then a JSON 413",
+      (req) =>
+        req
+          .set("Content-Type", "application/json")
+          .send(JSON.stringify({ commands: [], padding: "x".repeat(1024 * 1024) })),
+      413,
+      "The request body is too large.",
+    ],
+  ])("%s", async (_title, send, status, error) => {
     const { id, auth } = await newBot();
     const res = await send(put(id, auth));
-    expect(res.status).toBe(400);
+    expect(res.status).toBe(status);
     expect(res.body).toEqual({ error });
-  });
-
-  it("when the body is over 1 MB, then a JSON 413", async () => {
-    const { id, auth } = await newBot();
-    const res = await put(id, auth)
-      .set("Content-Type", "application/json")
-      .send(JSON.stringify({ commands: [], padding: "x".repeat(1024 * 1024) }));
-    expect(res.status).toBe(413);
-    expect(res.body).toEqual({ error: "The request body is too large." });
   });
 
   it("when the body is invalid and the token unknown, then 401 comes first", async () => {
@@ -176,9 +178,7 @@ describe("PUT /api/v1/bots/{id}/commands", () => {
   it("when the body is invalid and the id is another bot's, then 404 comes first", async () => {
     const mine = await newBot();
     const other = await newBot();
-    const res = await put(other.id, mine.auth).send({ commands: "x" });
-    expect(res.status).toBe(404);
-    expect(res.text).toBe('{"error":"Bot not found."}');
+    expectAnswer(await put(other.id, mine.auth).send({ commands: "x" }), 404, '{"error":"Bot not found."}');
   });
 });
 
@@ -225,9 +225,7 @@ describe("POST /api/v1/bots/{id}/commands (discordbotlist.com's client spelling)
     const other = await newBot();
     const unknown = await post(mine.id, { Authorization: "unknown-token" }).send([cmd("a")]);
     expect(unknown.status).toBe(401);
-    const foreign = await post(other.id, mine.auth).send([cmd("a")]);
-    expect(foreign.status).toBe(404);
-    expect(foreign.text).toBe('{"error":"Bot not found."}');
+    expectAnswer(await post(other.id, mine.auth).send([cmd("a")]), 404, '{"error":"Bot not found."}');
   });
 
   it("when PUT and POST are mixed, then they share one budget of the commands limit", async () => {
@@ -271,19 +269,14 @@ describe("page cache", () => {
 describe("storage failure", () => {
   it("when the write fails in PostgreSQL, then 500 with the error body and nothing leaks", async () => {
     const { id, auth } = await newBot();
-    await h.t.db.pool.query(`
-      CREATE OR REPLACE FUNCTION refuse_bot_update() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN RAISE EXCEPTION 'disk full (simulated)'; END; $$`);
-    await h.t.db.pool.query(
-      `CREATE TRIGGER refuse_commands BEFORE UPDATE ON bots FOR EACH ROW WHEN (NEW.id = '${id}') EXECUTE FUNCTION refuse_bot_update()`,
-    );
+    const allowUpdates = await refuseBotUpdates(h.t, id);
     try {
       const res = await put(id, auth).send({ commands: [cmd("a")] });
       expect(res.status).toBe(500);
       expect(res.body).toEqual({ error: "The request could not be completed; retry with backoff." });
       expect(h.logger.lines.some((l) => l.level === "error")).toBe(true);
     } finally {
-      await h.t.db.pool.query("DROP TRIGGER refuse_commands ON bots");
+      await allowUpdates();
     }
   });
 });

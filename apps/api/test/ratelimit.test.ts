@@ -5,7 +5,7 @@ import { randomBotId, seedBot, startRedisServer } from "@botdir/db/testing";
 import { redisReady } from "@botdir/service-kit/testing";
 import { Redis } from "ioredis";
 import request from "supertest";
-import { checkVote, cmd, deadRedis, failFastRedis, USER, useHarness } from "./support.js";
+import { checkVote, cmd, deadRedis, expectAnswer, failFastRedis, USER, useHarness } from "./support.js";
 
 const { h } = useHarness();
 
@@ -91,9 +91,7 @@ describe("PUT /commands: 10 per token per minute", () => {
     for (let i = 0; i < 10; i++) await putCommands(app, bot.id, bot.auth);
 
     expect((await putCommands(app, bot.id, bot.auth, { commands: "bad" })).status).toBe(429);
-    const notFound = await putCommands(app, other.id, bot.auth);
-    expect(notFound.status).toBe(404);
-    expect(notFound.text).toBe('{"error":"Bot not found."}');
+    expectAnswer(await putCommands(app, other.id, bot.auth), 404, '{"error":"Bot not found."}');
     expect((await putCommands(app, randomBotId(), { Authorization: "unknown" })).status).toBe(401);
   });
 });

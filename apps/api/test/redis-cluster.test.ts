@@ -4,70 +4,50 @@
  * (CROSSSLOT); both are split per slot.
  */
 import { hashToken } from "@botdir/db";
-import { type PrivateRedisCluster, seedBot, startRedisCluster } from "@botdir/db/testing";
-import { createRedis, groupBySlot, type RedisClient } from "@botdir/service-kit";
-import request from "supertest";
-import { createApp } from "../src/app.js";
+import { seedBot, startRedisCluster, useForFile } from "@botdir/db/testing";
+import { createRedis, groupBySlot, redisTargetOf } from "@botdir/service-kit";
+import { redisReady } from "@botdir/service-kit/testing";
 import { createCaches } from "../src/services/cache.js";
-import { CapturingLogger, createHarness, type Harness, USER } from "./support.js";
+import { CapturingLogger, checkVote, useHarness } from "./support.js";
 
-let h: Harness;
-let cluster: PrivateRedisCluster;
-let redis: RedisClient;
+const { h } = useHarness();
 
-beforeAll(async () => {
-  h = await createHarness();
-  cluster = await startRedisCluster();
-  redis = createRedis(
-    { url: "redis://unused", clusterNodes: cluster.nodes.split(",").map(toNode) },
-    "fail-fast",
-  );
-  await waitReady(redis);
-}, 120_000);
-
-afterAll(async () => {
-  redis?.disconnect();
-  await cluster?.stop();
-  await h?.close();
-});
-
-function toNode(hostPort: string) {
-  const [host, port] = hostPort.split(":");
-  return { host: host as string, port: Number(port) };
-}
-
-async function waitReady(client: RedisClient): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (client.status !== "ready") {
-    if (Date.now() > deadline) throw new Error(`cluster client never became ready (${client.status})`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** A private Redis Cluster and the apps' fail-fast client of it, ready for commands. */
+const shared = useForFile(
+  "the Redis Cluster",
+  async () => {
+    const cluster = await startRedisCluster();
+    const redis = createRedis(
+      redisTargetOf({ REDIS_URL: "redis://unused", REDIS_CLUSTER_NODES: cluster.nodes }),
+      "fail-fast",
+    );
+    try {
+      await redisReady(redis, 30_000);
+    } catch (error) {
+      redis.disconnect();
+      await cluster.stop();
+      throw error;
+    }
+    return { cluster, redis };
+  },
+  async ({ cluster, redis }) => {
+    redis.disconnect();
+    await cluster.stop();
+  },
+  120_000,
+);
 
 describe("rate limits on a Redis Cluster", () => {
   it("when 40 tokens (keys on many slots) are checked in one batch, then every one is counted (none fails open) and each key holds its own count", async () => {
+    const { redis } = shared;
     const logger = new CapturingLogger();
-    const app = createApp({
-      db: h.t.db,
-      redis,
-      clock: h.clock,
-      logger,
-      redisPrefix: h.prefix,
-      limiterTimeoutMs: 2_000,
-    });
+    const app = h.app({ redis, logger });
     const bots = await Promise.all(Array.from({ length: 40 }, () => seedBot(h.t.db)));
     const keys = bots.map((b) => `${h.prefix}rl:check:${hashToken(b.token as string)}`);
     // The batch really spans several slots: one Lua call would be refused with CROSSSLOT.
     expect(groupBySlot(redis, keys).length).toBeGreaterThan(1);
 
-    const answers = await Promise.all(
-      bots.map((b) =>
-        request(app)
-          .get(`/api/v1/bots/${b.id}/check`)
-          .query({ userId: USER })
-          .set("Authorization", b.token as string),
-      ),
-    );
+    const answers = await Promise.all(bots.map((b) => checkVote(app, b)));
     expect(answers.map((r) => r.status)).toEqual(bots.map(() => 200));
     expect(answers.map((r) => r.headers["ratelimit-remaining"])).toEqual(bots.map(() => "599"));
     expect(logger.events("rate_limit_fail_open")).toEqual([]);
@@ -76,26 +56,12 @@ describe("rate limits on a Redis Cluster", () => {
   });
 
   it("when a token sends 601 checks, then the 601st is refused with 429", async () => {
-    const app = createApp({
-      db: h.t.db,
-      redis,
-      clock: h.clock,
-      logger: new CapturingLogger(),
-      redisPrefix: h.prefix,
-      limiterTimeoutMs: 2_000,
-    });
+    const app = h.app({ redis: shared.redis, logger: new CapturingLogger() });
     const bot = await seedBot(h.t.db);
     const statuses: number[] = [];
     for (let round = 0; round < 601; round += 50) {
       const batch = Math.min(50, 601 - round);
-      const answers = await Promise.all(
-        Array.from({ length: batch }, () =>
-          request(app)
-            .get(`/api/v1/bots/${bot.id}/check`)
-            .query({ userId: USER })
-            .set("Authorization", bot.token as string),
-        ),
-      );
+      const answers = await Promise.all(Array.from({ length: batch }, () => checkVote(app, bot)));
       statuses.push(...answers.map((r) => r.status));
     }
     expect(statuses.filter((s) => s === 200)).toHaveLength(600);
@@ -105,6 +71,7 @@ describe("rate limits on a Redis Cluster", () => {
 
 describe("page cache invalidation on a Redis Cluster", () => {
   it("when the pages of 30 bots (keys on many slots) are invalidated in one batch, then every key is deleted", async () => {
+    const { redis } = shared;
     const caches = createCaches({ redis, prefix: h.prefix, logger: new CapturingLogger() });
     const ids = Array.from({ length: 30 }, (_, i) => `1000000000000000${String(i).padStart(2, "0")}`);
     await Promise.all(ids.map((id) => redis.set(caches.pageKey(id), "<html>")));

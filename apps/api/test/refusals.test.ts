@@ -4,15 +4,12 @@
  */
 
 import { randomBytes, randomUUID } from "node:crypto";
-import { once } from "node:events";
-import { createServer, type Server } from "node:http";
 import { connect } from "node:net";
-import { seedBot, watchQueries } from "@botdir/db/testing";
+import { type SeededBot, seedBot, useForFile, watchQueries } from "@botdir/db/testing";
 import type { Redis } from "ioredis";
 import request from "supertest";
-import type { ApiApp } from "../src/app.js";
 import { createTokenSet, type TokenSet } from "../src/services/token-set.js";
-import { checkVote, cmd, deadRedis, USER, useHarness } from "./support.js";
+import { checkVote, cmd, deadRedis, listen, USER, useHarness } from "./support.js";
 
 const { h } = useHarness();
 
@@ -50,19 +47,20 @@ function headersOnly(
   });
 }
 
-/** Listens with `app` on a free port. */
-async function listen(app: ApiApp): Promise<{ port: number; close(): Promise<void> }> {
-  const server = createServer(app);
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  return {
-    port: (server.address() as { port: number }).port,
-    async close() {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
+/**
+ * Asserts the server on `port` waits for the body of `bot`'s PUT /commands: its headers alone get
+ * no answer within 1 s.
+ */
+async function expectBodyAwaited(port: number, bot: SeededBot): Promise<void> {
+  await expect(
+    headersOnly(
+      port,
+      { path: `/api/v1/bots/${bot.id}/commands`, token: bot.token as string, length: 100 },
+      1_000,
+    ),
+  ).rejects.toThrow(/no answer/);
 }
+
 const keysOf = (prefix: string) => h.redis.keys(`${prefix}*`);
 
 describe("unknown tokens", () => {
@@ -145,21 +143,12 @@ describe("rate-limited requests", () => {
     const bot = await seedBot(h.t.db);
     const other = await seedBot(h.t.db);
     const auth = { Authorization: bot.token as string };
-    expect(
-      (await request(app).post(`/api/v1/bots/${bot.id}/stats`).set(auth).send({ server_count: 1 })).status,
-    ).toBe(200);
-    const res = await request(app)
-      .post(`/api/v1/bots/${other.id}/stats`)
-      .set(auth)
-      .set("Content-Type", "application/json")
-      .send("{not json");
-    expect(res.status).toBe(404);
-    const limited = await request(app)
-      .post(`/api/v1/bots/${bot.id}/stats`)
-      .set(auth)
-      .set("Content-Type", "application/json")
-      .send("{not json");
-    expect(limited.status).toBe(429);
+    const postStats = (id: string) => request(app).post(`/api/v1/bots/${id}/stats`).set(auth);
+    expect((await postStats(bot.id).send({ server_count: 1 })).status).toBe(200);
+    const postUnreadable = (id: string) =>
+      postStats(id).set("Content-Type", "application/json").send("{not json");
+    expect((await postUnreadable(other.id)).status).toBe(404);
+    expect((await postUnreadable(bot.id)).status).toBe(429);
   });
 });
 
@@ -217,13 +206,7 @@ describe("bodies of refused writes when the limiter cannot answer and the token 
 
   it("when the token is valid, then the write still goes through (the limiter failed open), its body read after the lookup", async () => {
     const bot = await seedBot(h.t.db);
-    await expect(
-      headersOnly(
-        server.port,
-        { path: `/api/v1/bots/${bot.id}/commands`, token: bot.token as string, length: 100 },
-        1_000,
-      ),
-    ).rejects.toThrow(/no answer/);
+    await expectBodyAwaited(server.port, bot);
     const res = await request(h.app({ redis, tokens, limiterTimeoutMs: undefined }))
       .put(`/api/v1/bots/${bot.id}/commands`)
       .set("Authorization", bot.token as string)
@@ -234,24 +217,15 @@ describe("bodies of refused writes when the limiter cannot answer and the token 
 });
 
 describe("bodies of refused writes", () => {
-  let server: Server;
-  let port: number;
-
-  beforeAll(async () => {
-    server = createServer(h.app());
-    server.listen(0, "127.0.0.1");
-    await once(server, "listening");
-    port = (server.address() as { port: number }).port;
-  });
-
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  });
+  const server = useForFile(
+    "the listener",
+    () => listen(h.app()),
+    (listener) => listener.close(),
+  );
 
   it("when a 1 MB PUT /commands carries an unknown token, then 401 arrives before a body byte is sent, and the connection is closed", async () => {
     const bot = await seedBot(h.t.db);
-    const { answer } = await headersOnly(port, {
+    const { answer } = await headersOnly(server.port, {
       path: `/api/v1/bots/${bot.id}/commands`,
       token: randomToken(),
       length: 1_000_000,
@@ -262,13 +236,6 @@ describe("bodies of refused writes", () => {
   });
 
   it("when the token is valid, then the server waits for the body (it is read only after admission)", async () => {
-    const bot = await seedBot(h.t.db);
-    await expect(
-      headersOnly(
-        port,
-        { path: `/api/v1/bots/${bot.id}/commands`, token: bot.token as string, length: 100 },
-        1_000,
-      ),
-    ).rejects.toThrow(/no answer/);
+    await expectBodyAwaited(server.port, await seedBot(h.t.db));
   });
 });

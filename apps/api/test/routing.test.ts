@@ -17,25 +17,34 @@ describe("routing", () => {
     expect(res.body).toEqual({ error: "No such endpoint." });
   });
 
-  it.each([
-    ["get", "/api/v1/bots/123456789012345678/commands", "PUT, POST"],
-    ["delete", "/api/v1/bots/123456789012345678/commands", "PUT, POST"],
-    ["get", "/api/v1/bots/123456789012345678/stats", "POST"],
-    ["delete", "/api/v1/bots/123456789012345678/stats", "POST"],
-    ["patch", "/api/v1/bots/stats", "POST"],
-    ["post", "/api/v1/bots/123456789012345678/check", "GET, HEAD"],
-    ["post", "/api/v1/bots/check", "GET, HEAD"],
-    ["delete", "/api/v1/bots/123456789012345678/votes", "GET, HEAD"],
-    ["put", "/api/v1/bots/votes", "GET, HEAD"],
-    ["post", "/widget/123456789012345678.svg", "GET, HEAD"],
-    ["post", "/api/health", "GET, HEAD"],
-    ["post", "/api/v1/openapi.json", "GET, HEAD"],
-  ])("when %s %s uses the wrong method, then a JSON 405 with Allow: %s", async (method, path, allow) => {
-    const res = await request(app)[method as "get"](path);
-    expect(res.status).toBe(405);
-    expect(res.headers.allow).toBe(allow);
-    expect(res.body).toEqual({ error: "Method not allowed on this endpoint." });
-  });
+  /** Each endpoint and the methods it answers (its Allow header); every other method gets a 405. */
+  const ALLOWED: [path: string, allow: string][] = [
+    ["/api/v1/bots/123456789012345678/commands", "PUT, POST"],
+    ["/api/v1/bots/123456789012345678/stats", "POST"],
+    ["/api/v1/bots/stats", "POST"],
+    ["/api/v1/bots/123456789012345678/check", "GET, HEAD"],
+    ["/api/v1/bots/check", "GET, HEAD"],
+    ["/api/v1/bots/123456789012345678/votes", "GET, HEAD"],
+    ["/api/v1/bots/votes", "GET, HEAD"],
+    ["/widget/123456789012345678.svg", "GET, HEAD"],
+    ["/api/health", "GET, HEAD"],
+    ["/api/v1/openapi.json", "GET, HEAD"],
+  ];
+  const WRONG_METHODS = ALLOWED.flatMap(([path, allow]) =>
+    (["get", "post", "put", "patch", "delete"] as const)
+      .filter((method) => !allow.split(", ").includes(method.toUpperCase()))
+      .map((method) => [method, path, allow] as const),
+  );
+
+  it.each(WRONG_METHODS)(
+    "when %s %s uses the wrong method, then a JSON 405 with Allow: %s",
+    async (method, path, allow) => {
+      const res = await request(app)[method](path);
+      expect(res.status).toBe(405);
+      expect(res.headers.allow).toBe(allow);
+      expect(res.body).toEqual({ error: "Method not allowed on this endpoint." });
+    },
+  );
 
   it("when the path has a trailing slash or doubled slashes, then it still reaches the endpoint", async () => {
     const bot = await seedBot(h.t.db);

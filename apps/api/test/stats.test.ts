@@ -1,11 +1,9 @@
-import { once } from "node:events";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { hashToken } from "@botdir/db";
 import { seedBot, watchQueries } from "@botdir/db/testing";
 import { StatsResponse } from "@botdir/schema";
+import { waitFor } from "@botdir/service-kit/testing";
 import request from "supertest";
-import { useHarness } from "./support.js";
+import { expectAnswer, listen, refuseBotUpdates, useHarness } from "./support.js";
 
 const { h, app } = useHarness({ limits: { stats: 1_000 } });
 
@@ -22,9 +20,7 @@ describe("POST /api/v1/bots/{id}/stats", () => {
   it("when server_count is posted, then 200 {success, server_count} as exact JSON and the count is stored", async () => {
     const { id, auth } = await newBot();
     const res = await post(id, auth).send({ server_count: 1482 });
-    expect(res.status).toBe(200);
-    expect(res.headers["content-type"]).toBe("application/json; charset=utf-8");
-    expect(res.text).toBe('{"success":true,"server_count":1482}');
+    expectAnswer(res, 200, '{"success":true,"server_count":1482}');
     expect(StatsResponse.strict().safeParse(res.body).success).toBe(true);
     const stored = await row(id);
     expect(stored.serverCount).toBe(1482n);
@@ -100,29 +96,28 @@ describe("POST /api/v1/bots/{id}/stats", () => {
   });
 
   it.each([
-    ["JSON that does not parse", "application/json", '{"server_count": 12', "Invalid JSON body."],
-    ["an empty body", "application/json", "", "Invalid JSON body."],
+    ["JSON that does not parse", "application/json", '{"server_count": 12', 400, "Invalid JSON body."],
+    ["an empty body", "application/json", "", 400, "Invalid JSON body."],
     [
       "a form body",
       "application/x-www-form-urlencoded",
       "server_count=12",
+      400,
       "Content-Type must be application/json.",
     ],
-    ["a text body", "text/plain", '{"server_count":12}', "Content-Type must be application/json."],
-  ])("when the request carries %s, then 400 with the error body", async (_name, type, body, error) => {
+    ["a text body", "text/plain", '{"server_count":12}', 400, "Content-Type must be application/json."],
+    [
+      "a body over 16 kB",
+      "application/json",
+      JSON.stringify({ server_count: 1, padding: "x".repeat(20_000) }),
+      413,
+      "The request body is too large.",
+    ],
+  ])("when the request carries %s, then %d with the error body", async (_name, type, body, status, error) => {
     const { id, auth } = await newBot();
     const res = await post(id, auth).set("Content-Type", type).send(body);
-    expect(res.status).toBe(400);
+    expect(res.status).toBe(status);
     expect(res.body).toEqual({ error });
-  });
-
-  it("when the body is over 16 kB, then a JSON 413", async () => {
-    const { id, auth } = await newBot();
-    const res = await post(id, auth)
-      .set("Content-Type", "application/json")
-      .send(JSON.stringify({ server_count: 1, padding: "x".repeat(20_000) }));
-    expect(res.status).toBe(413);
-    expect(res.body).toEqual({ error: "The request body is too large." });
   });
 
   it("when the token is unknown and the body invalid, then 401 comes first", async () => {
@@ -156,54 +151,52 @@ describe("POST /api/v1/bots/stats (no id: the token's bot)", () => {
 describe("storage failure", () => {
   it("when the write fails in PostgreSQL, then 500 with the error body", async () => {
     const { id, auth } = await newBot();
-    await h.t.db.pool.query(`
-      CREATE OR REPLACE FUNCTION refuse_bot_update() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN RAISE EXCEPTION 'disk full (simulated)'; END; $$`);
-    await h.t.db.pool.query(
-      `CREATE TRIGGER refuse_stats BEFORE UPDATE ON bots FOR EACH ROW WHEN (NEW.id = '${id}') EXECUTE FUNCTION refuse_bot_update()`,
-    );
+    const allowUpdates = await refuseBotUpdates(h.t, id);
     try {
       const res = await post(id, auth).send({ server_count: 3 });
       expect(res.status).toBe(500);
       expect(res.body).toEqual({ error: "The request could not be completed; retry with backoff." });
     } finally {
-      await h.t.db.pool.query("DROP TRIGGER refuse_stats ON bots");
+      await allowUpdates();
     }
   });
 });
 
 describe("concurrent posts (one statement and one commit per batch)", () => {
-  /** The app behind a real listener; every statement takes 50 ms longer, so requests pile up. */
-  async function slowServer() {
-    const server = createServer(h.app({ limits: { stats: 1_000 }, batching: { maxInFlight: 1 } }));
-    server.listen(0, "127.0.0.1");
-    await once(server, "listening");
-    const queries = watchQueries(h.t.db.pool, { delayMs: 50 });
-    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  /** The app (one batch at a time) behind a real listener, and `post` of a JSON body to it. */
+  async function batchingServer() {
+    const server = await listen(h.app({ limits: { stats: 1_000 }, batching: { maxInFlight: 1 } }));
     return {
-      statements: queries.names,
       post: (path: string, token: string, body: unknown) =>
-        fetch(`${base}${path}`, {
+        fetch(`${server.base}${path}`, {
           method: "POST",
           headers: { authorization: token, "content-type": "application/json" },
           body: JSON.stringify(body),
         }).then(async (r) => ({ status: r.status, body: await r.json() })),
-      close() {
+      close: () => server.close(),
+    };
+  }
+
+  /** batchingServer() where every statement takes 50 ms longer, so requests pile up. */
+  async function slowServer() {
+    const server = await batchingServer();
+    const queries = watchQueries(h.t.db.pool, { delayMs: 50 });
+    return {
+      statements: queries.names,
+      post: server.post,
+      async close() {
         queries.restore();
-        server.close();
+        await server.close();
       },
     };
   }
 
   /**
-   * The app behind a real listener (one batch at a time) whose first stats statement is held until
-   * `release()`; `held` resolves once it is; `statements` lists the bot ids of every stats statement.
+   * batchingServer() whose first stats statement is held until `release()`; `held` resolves once it
+   * is; `statements` lists the bot ids of every stats statement.
    */
   async function gatedServer() {
-    const server = createServer(h.app({ limits: { stats: 1_000 }, batching: { maxInFlight: 1 } }));
-    server.listen(0, "127.0.0.1");
-    await once(server, "listening");
-    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const server = await batchingServer();
     const pool = h.t.db.pool;
     const query = pool.query;
     const statements: string[][] = [];
@@ -230,27 +223,13 @@ describe("concurrent posts (one statement and one commit per batch)", () => {
       statements,
       held,
       release: () => release(),
-      post: (path: string, token: string, body: unknown) =>
-        fetch(`${base}${path}`, {
-          method: "POST",
-          headers: { authorization: token, "content-type": "application/json" },
-          body: JSON.stringify(body),
-        }).then(async (r) => ({ status: r.status, body: await r.json() })),
-      close() {
+      post: server.post,
+      async close() {
         release();
         pool.query = query;
-        server.close();
+        await server.close();
       },
     };
-  }
-
-  /** Polls `condition` every 10 ms; fails after 15 s. */
-  async function waitUntil(condition: () => Promise<boolean>, what: string): Promise<void> {
-    const deadline = Date.now() + 15_000;
-    while (!(await condition())) {
-      if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
   }
 
   it("when many bots post at once, then each gets its own answer, its own count and its own cache invalidation", async () => {
@@ -285,19 +264,14 @@ describe("concurrent posts (one statement and one commit per batch)", () => {
       expect(writes.length).toBeGreaterThanOrEqual(2); // a bot's two posts never share one
       expect(writes.length).toBeLessThanOrEqual(13);
     } finally {
-      s.close();
+      await s.close();
     }
   });
 
   it("when one bot's row is refused inside a batch, then only that request fails; the others are written", async () => {
     const bots = await Promise.all(Array.from({ length: 6 }, () => newBot(1)));
     const refused = bots[2]!;
-    await h.t.db.pool.query(`
-      CREATE OR REPLACE FUNCTION refuse_bot_update() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN RAISE EXCEPTION 'disk full (simulated)'; END; $$`);
-    await h.t.db.pool.query(
-      `CREATE TRIGGER refuse_batch BEFORE UPDATE ON bots FOR EACH ROW WHEN (NEW.id = '${refused.id}') EXECUTE FUNCTION refuse_bot_update()`,
-    );
+    const allowUpdates = await refuseBotUpdates(h.t, refused.id);
     const blocker = await newBot(1);
     const s = await gatedServer();
     try {
@@ -310,7 +284,7 @@ describe("concurrent posts (one statement and one commit per batch)", () => {
       const pending = bots.map((b) =>
         s.post(`/api/v1/bots/${b.id}/stats`, b.auth.Authorization, { server_count: 7 }),
       );
-      await waitUntil(async () => {
+      await waitFor(async () => {
         const counted = await Promise.all(
           bots.map((b) => h.redis.exists(`${h.prefix}rl:stats:${hashToken(b.auth.Authorization)}`)),
         );
@@ -337,8 +311,8 @@ describe("concurrent posts (one statement and one commit per batch)", () => {
       expect(s.statements).toHaveLength(1 + batches.length + failed.length);
       for (const b of bots) expect((await row(b.id)).serverCount).toBe(b === refused ? 1n : 7n);
     } finally {
-      s.close();
-      await h.t.db.pool.query("DROP TRIGGER refuse_batch ON bots");
+      await s.close();
+      await allowUpdates();
     }
   });
 });

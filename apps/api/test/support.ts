@@ -1,6 +1,8 @@
-import type { RequestListener } from "node:http";
 /** Shared fixtures of the API tests: real PostgreSQL and Redis, one database and key prefix per file. */
 
+import { once } from "node:events";
+import { createServer, type RequestListener } from "node:http";
+import type { AddressInfo } from "node:net";
 import {
   createTestDatabase,
   type TestDatabase,
@@ -23,6 +25,16 @@ export const checkVote = (app: RequestListener, bot: { id: string; token?: strin
     .get(`/api/v1/bots/${bot.id}/check`)
     .query({ userId: USER })
     .set({ Authorization: bot.token as string });
+
+/**
+ * Asserts the exact answer: `status`, the JSON content type, and `body` to the byte (key order and
+ * nulls are part of what clients parse).
+ */
+export function expectAnswer(res: request.Response, status: number, body: string): void {
+  expect(res.status).toBe(status);
+  expect(res.headers["content-type"]).toBe("application/json; charset=utf-8");
+  expect(res.text).toBe(body);
+}
 
 /** A logger that keeps every line, so tests can look for events and for leaked secrets. */
 export class CapturingLogger implements Logger {
@@ -127,6 +139,41 @@ export async function castVote(t: TestDatabase, botId: string, userId: string, v
     create: { botId, userId, votedAt, voteId: vote.id },
     update: { votedAt, voteId: vote.id },
   });
+}
+
+/** `app` behind a real listener on a free port of 127.0.0.1, for raw sockets and concurrent fetches. */
+export async function listen(
+  app: RequestListener,
+): Promise<{ port: number; base: string; close(): Promise<void> }> {
+  const server = createServer(app);
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as AddressInfo;
+  return {
+    port,
+    base: `http://127.0.0.1:${port}`,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+/**
+ * Makes PostgreSQL refuse every UPDATE of bot `botId` ('disk full (simulated)'), as a failing disk
+ * would; the function returned lifts the refusal.
+ */
+export async function refuseBotUpdates(t: TestDatabase, botId: string): Promise<() => Promise<void>> {
+  const trigger = `refuse_bot_${botId}`;
+  await t.db.pool.query(`
+    CREATE OR REPLACE FUNCTION refuse_bot_update() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION 'disk full (simulated)'; END; $$`);
+  await t.db.pool.query(
+    `CREATE TRIGGER ${trigger} BEFORE UPDATE ON bots FOR EACH ROW WHEN (NEW.id = '${botId}') EXECUTE FUNCTION refuse_bot_update()`,
+  );
+  return async () => {
+    await t.db.pool.query(`DROP TRIGGER ${trigger} ON bots`);
+  };
 }
 
 export const cmd = (name: string, description = "Does a thing") => ({ name, description });

@@ -1,7 +1,7 @@
 import { randomUserId, seedBot } from "@botdir/db/testing";
 import { VOTE_CURSOR_SETTLE_MS, VotesPage } from "@botdir/schema";
 import request from "supertest";
-import { useHarness } from "./support.js";
+import { expectAnswer, useHarness } from "./support.js";
 
 const { h, app } = useHarness({ limits: { votes: 10_000 } });
 
@@ -230,8 +230,7 @@ describe("refusals of the paging parameters", () => {
     const other = await newBot();
     expect((await votes(mine.id, { Authorization: "unknown-token" }, { cursor: "!!!" })).status).toBe(401);
     const foreign = await votes(other.id, mine.auth, { cursor: "!!!", since: "x" });
-    expect(foreign.status).toBe(404);
-    expect(foreign.text).toBe('{"error":"Bot not found."}');
+    expectAnswer(foreign, 404, '{"error":"Bot not found."}');
   });
 
   it("when neither since nor cursor is given, then the newest votes come first as before", async () => {

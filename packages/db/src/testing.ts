@@ -57,7 +57,11 @@ export function withDatabase(url: string, name: string): string {
   return u.toString();
 }
 
-async function adminQuery(sql: string): Promise<void> {
+/**
+ * Runs `sql` on the server's `postgres` database, outside any test database (CREATE, ALTER or
+ * DROP DATABASE).
+ */
+export async function adminQuery(sql: string): Promise<void> {
   const client = new pg.Client({ connectionString: withDatabase(baseDatabaseUrl(), "postgres") });
   await client.connect();
   try {
@@ -394,15 +398,21 @@ export async function nestedPlans(
     const json = notice.message?.match(/plan:\s*(\{[\s\S]*\})\s*$/)?.[1];
     if (json) plans.push(JSON.parse(json) as NestedPlan);
   };
+  // Every statement's plan, nested ones included, as a JSON notice on this connection.
+  const settings = {
+    log_min_duration: "0",
+    log_nested_statements: "on",
+    log_format: "'json'",
+    log_level: "'notice'",
+    ...(options.analyze ? { log_analyze: "on" } : {}),
+  };
   client.on("notice", onNotice);
   try {
     await client.query("BEGIN");
     await client.query("LOAD 'auto_explain'");
-    await client.query("SET LOCAL auto_explain.log_min_duration = 0");
-    await client.query("SET LOCAL auto_explain.log_nested_statements = on");
-    await client.query("SET LOCAL auto_explain.log_format = 'json'");
-    await client.query("SET LOCAL auto_explain.log_level = 'notice'");
-    if (options.analyze) await client.query("SET LOCAL auto_explain.log_analyze = on");
+    for (const [name, value] of Object.entries(settings)) {
+      await client.query(`SET LOCAL auto_explain.${name} = ${value}`);
+    }
     await work(client);
     return plans;
   } finally {

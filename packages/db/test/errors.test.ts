@@ -1,26 +1,21 @@
 import { isRetryableConflict } from "../src/errors.js";
-import { createTestDatabase, type TestDatabase } from "../src/testing.js";
+import { useTestDatabase } from "../src/testing.js";
 
-let t: TestDatabase;
+const t = useTestDatabase({ poolMax: 4 });
 
 beforeAll(async () => {
-  t = await createTestDatabase({ poolMax: 4 });
   await t.db.pool.query("CREATE TABLE conflict_probe (id int PRIMARY KEY, n int NOT NULL)");
   await t.db.pool.query("INSERT INTO conflict_probe VALUES (1, 0), (2, 0)");
-});
-
-afterAll(async () => {
-  await t.drop();
 });
 
 describe("isRetryableConflict", () => {
   it("when PostgreSQL picks a transaction as a deadlock victim, then its error is retryable; a refused row is not", async () => {
     const [a, b] = await Promise.all([t.db.pool.connect(), t.db.pool.connect()]);
     try {
-      await a.query("BEGIN");
-      await b.query("BEGIN");
-      await a.query("SET LOCAL deadlock_timeout = '50ms'");
-      await b.query("SET LOCAL deadlock_timeout = '50ms'");
+      for (const client of [a, b]) {
+        await client.query("BEGIN");
+        await client.query("SET LOCAL deadlock_timeout = '50ms'");
+      }
       await a.query("UPDATE conflict_probe SET n = n + 1 WHERE id = 1");
       await b.query("UPDATE conflict_probe SET n = n + 1 WHERE id = 2");
       // Each now waits for the row the other holds: PostgreSQL aborts one of them.

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { listMigrations, MIGRATIONS_DIR, migrate } from "../src/migrate.js";
-import { baseDatabaseUrl, randomBotId, randomUserId, withDatabase } from "../src/testing.js";
+import { adminQuery, baseDatabaseUrl, randomBotId, randomUserId, withDatabase } from "../src/testing.js";
 
 const COUNTERS = "20261122030000_vote_counters";
 const HOUR = 3_600_000;
@@ -17,16 +17,6 @@ let name: string;
 let url: string;
 let client: pg.Client;
 let before: string;
-
-async function admin(sql: string): Promise<void> {
-  const c = new pg.Client({ connectionString: withDatabase(baseDatabaseUrl(), "postgres") });
-  await c.connect();
-  try {
-    await c.query(sql);
-  } finally {
-    await c.end();
-  }
-}
 
 beforeAll(async () => {
   name = `botdir_t_mig_${process.pid}_${Date.now()}`;
@@ -44,7 +34,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await client.end();
-  await admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  await adminQuery(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
   rmSync(before, { recursive: true, force: true });
 });
 
@@ -68,7 +58,7 @@ describe("migration 20261122030000_vote_counters", () => {
        SELECT * FROM unnest($1::varchar[], $2::varchar[], $3::timestamptz[])`,
       [rows.map((r) => r.bot), rows.map(() => randomUserId()), rows.map((r) => r.at)],
     );
-    await admin(`ALTER DATABASE "${name}" SET botdir.backfill_batch = '7'`);
+    await adminQuery(`ALTER DATABASE "${name}" SET botdir.backfill_batch = '7'`);
 
     const result = await migrate(url);
     expect(result.applied).toContain(COUNTERS);
