@@ -234,7 +234,7 @@ export function queryString(names: string[], goodValues: string[]): fc.Arbitrary
   );
 }
 
-export const contentType: fc.Arbitrary<string | undefined> = fc.oneof(
+const contentType: fc.Arbitrary<string | undefined> = fc.oneof(
   { weight: 6, arbitrary: fc.constant("application/json") },
   {
     weight: 4,
@@ -259,7 +259,7 @@ export const contentType: fc.Arbitrary<string | undefined> = fc.oneof(
 );
 
 /** JSON-ish bodies: valid JSON of any shape, the endpoint's own shape mutated, text, bytes. */
-export function body(shaped: fc.Arbitrary<unknown>): fc.Arbitrary<Buffer | undefined> {
+function body(shaped: fc.Arbitrary<unknown>): fc.Arbitrary<Buffer | undefined> {
   return fc.oneof(
     { weight: 5, arbitrary: shaped.map((v) => Buffer.from(JSON.stringify(v) ?? "null")) },
     {
@@ -291,7 +291,7 @@ export function body(shaped: fc.Arbitrary<unknown>): fc.Arbitrary<Buffer | undef
 }
 
 /** Extra headers: encodings the body does not have, odd accepts, junk. */
-export const extraHeaders: fc.Arbitrary<Record<string, string>> = fc
+const extraHeaders: fc.Arbitrary<Record<string, string>> = fc
   .record(
     {
       "content-encoding": fc.constantFrom("gzip", "deflate", "br", "identity", "x-bogus"),
@@ -315,7 +315,7 @@ export const method = (own: string) =>
   );
 
 /** Builds one request from generated parts. */
-export function build(parts: {
+function build(parts: {
   method: string;
   path: string;
   auth?: string | undefined;
@@ -334,6 +334,33 @@ export function build(parts: {
     ...(parts.body === undefined ? {} : { body: parts.body }),
     ...(parts.chunked ? { chunked: true } : {}),
   };
+}
+
+/**
+ * Requests to one endpoint: the method, path, query and Authorization the endpoint's arbitraries
+ * give, a trailing slash after the path one time in four, and hostile content types, bodies (from
+ * `shaped`, the endpoint's own body), extra headers and framing.
+ */
+export function endpointRequests(endpoint: {
+  method: fc.Arbitrary<string>;
+  path: fc.Arbitrary<string>;
+  query: fc.Arbitrary<string>;
+  auth: fc.Arbitrary<string | undefined>;
+  shaped: fc.Arbitrary<unknown>;
+}): fc.Arbitrary<RawRequest> {
+  return fc
+    .record({
+      method: endpoint.method,
+      path: endpoint.path,
+      slash: fc.constantFrom("", "", "", "/"),
+      query: endpoint.query,
+      auth: endpoint.auth,
+      contentType,
+      body: body(endpoint.shaped),
+      extra: extraHeaders,
+      chunked: fc.boolean(),
+    })
+    .map((p) => build({ ...p, path: `${p.path}${p.slash}${p.query}` }));
 }
 
 /** Runs `runs` generated requests against the server, one at a time, each checked. */

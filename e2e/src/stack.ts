@@ -15,7 +15,7 @@ import {
   testRedisUrl,
   useForFile,
 } from "@botdir/db/testing";
-import { createRedis, type RedisClient, redisTargetOf } from "@botdir/service-kit";
+import { createRedis, type RedisClient, type RedisRole, redisTargetOf } from "@botdir/service-kit";
 import { redisReady } from "@botdir/service-kit/testing";
 import { type AppName, type AppProcess, call, freshKeys, startApp, stopAll } from "./processes.js";
 import { type ReceivedRequest, type Receiver, type Reply, startReceiver } from "./receivers.js";
@@ -212,13 +212,14 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
 }
 
 /**
- * A fail-fast connection to the shared Redis as the apps make it: the Redis Cluster in a
- * distributed run (`pnpm test:distributed`), the single server otherwise. Ready when returned.
+ * A connection to the shared Redis as the apps make it for `role` (default fail-fast; "worker" for
+ * an in-process dispatcher): the Redis Cluster in a distributed run (`pnpm test:distributed`), the
+ * single server otherwise. Ready when returned.
  */
-export async function connectSharedRedis(): Promise<RedisClient> {
+export async function connectSharedRedis(role: RedisRole = "fail-fast"): Promise<RedisClient> {
   const client = createRedis(
     redisTargetOf({ REDIS_URL: testRedisUrl(), REDIS_CLUSTER_NODES: testRedisClusterNodes() }),
-    "fail-fast",
+    role,
   );
   await redisReady(client);
   return client;

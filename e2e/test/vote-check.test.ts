@@ -9,9 +9,8 @@ import { ManualClock } from "@botdir/service-kit";
 import { silentLogger } from "@botdir/service-kit/testing";
 import type { Express } from "express";
 import request from "supertest";
-import { createApp as createApi } from "../../apps/api/src/app.js";
-import { createApp as createIngest } from "../../apps/vote-ingest/src/app.js";
 import { createDeliveryQueue, type DeliveryQueue } from "../../apps/vote-ingest/src/outbox/queue.js";
+import { apiOn, ingestOn } from "../src/in-process.js";
 import { useStores } from "../src/stack.js";
 
 const KEY = "e2e-internal-key-0123456789abcdef";
@@ -23,20 +22,16 @@ let ingest: Express;
 let api: RequestListener;
 
 beforeAll(() => {
-  const redis = t.redis;
   clock = new ManualClock("2026-11-21T09:15:30.789Z");
-  const prefix = t.prefix;
   // Hash-tagged, as QUEUE_PREFIX must be: BullMQ's scripts touch several keys (one slot on a Cluster).
-  queue = createDeliveryQueue({ db: t.db, redis, prefix: `{${prefix}bull}`, logger: silentLogger });
-  ingest = createIngest({
+  queue = createDeliveryQueue({
     db: t.db,
-    redis,
-    clock,
+    redis: t.redis,
+    prefix: `{${t.prefix}bull}`,
     logger: silentLogger,
-    internalApiKey: KEY,
-    deliveryQueue: queue,
   });
-  api = createApi({ db: t.db, redis, clock, logger: silentLogger, redisPrefix: prefix });
+  ingest = ingestOn(t, { clock, internalApiKey: KEY, deliveryQueue: queue });
+  api = apiOn(t, { clock });
   t.beforeClose(async () => {
     await queue.queue.obliterate({ force: true });
     await queue.close();

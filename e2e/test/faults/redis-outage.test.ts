@@ -50,15 +50,14 @@ describe("Redis killed under load", () => {
       }
     };
     const load = Promise.all([0, 1, 2, 3].map(loader));
-    await waitFor(() => samples.length >= 20, "load before the fault");
+    /** Waits until the load has answered `count` requests sent in `at`. */
+    const sampled = (at: Sample["phase"], count: number, what: string) =>
+      waitFor(() => samples.filter((s) => s.phase === at).length >= count, what, 15_000);
+    await sampled("before", 20, "load before the fault");
 
     await stack.redis.kill();
     phase = "outage";
-    await waitFor(
-      () => samples.filter((s) => s.phase === "outage").length >= 40,
-      "load during the outage",
-      15_000,
-    );
+    await sampled("outage", 40, "load during the outage");
 
     const health = await call(`${stack.api.base}/api/health`);
     const badToken = await call(`${stack.api.base}/api/v1/bots/${bot.id}/check?userId=${voter}`, {
@@ -69,11 +68,7 @@ describe("Redis killed under load", () => {
 
     await stack.redis.restart();
     phase = "after";
-    await waitFor(
-      () => samples.filter((s) => s.phase === "after").length >= 20,
-      "load after the restart",
-      15_000,
-    );
+    await sampled("after", 20, "load after the restart");
     loading = false;
     await load;
 

@@ -62,6 +62,16 @@ async function votesFor(url: string, votes: number) {
   return bot.id;
 }
 
+/** Casts one vote for `botId` (201) and returns its delivery once that has ended in `state`. */
+async function voteAndAwaitDelivery(botId: string, state: "delivered" | "failed") {
+  const cast = await stack.vote(botId, randomUserId());
+  expect(cast.status).toBe(201);
+  return waitFor(async () => {
+    const [delivery] = await stack.deliveries(botId);
+    return delivery?.state === state ? delivery : null;
+  }, `the delivery to end ${state}`);
+}
+
 async function attemptsOfBot(botId: string) {
   const deliveries = await stack.deliveries(botId);
   return (await Promise.all(deliveries.map((d) => stack.attempts(d.id)))).flat();
@@ -151,13 +161,7 @@ describe("tenant isolation in the dispatcher", () => {
         webhookSecretEncrypted: otherKey.encrypt("whsec_lost"),
       },
     });
-    const cast = await stack.vote(bot.id, randomUserId());
-    expect(cast.status).toBe(201);
-
-    const [delivery] = await waitFor(async () => {
-      const rows = await stack.deliveries(bot.id);
-      return rows[0]?.state === "failed" ? rows : null;
-    }, "the delivery to fail");
+    const delivery = await voteAndAwaitDelivery(bot.id, "failed");
     // Sentinel: a delivery handed off now and never queued is picked up again by the relay once it
     // is OUTBOX_STALE_MS old and delivered; a loop on the failed one would have shown up by then.
     const sentinel = await stack.webhookBot(stack.receiver.url("/sentinel"));
@@ -175,7 +179,7 @@ describe("tenant isolation in the dispatcher", () => {
     });
     await waitFor(() => stack.receiver.forPath("/sentinel").length === 1, "the sentinel delivery");
 
-    const attempts = await stack.attempts(delivery!.id);
+    const attempts = await stack.attempts(delivery.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([
       [1, null, "secret_unreadable"],
     ]);
@@ -206,14 +210,9 @@ describe("tenant isolation in the dispatcher", () => {
       "CREATE TRIGGER fail_first_attempt BEFORE INSERT ON webhook_attempts FOR EACH ROW EXECUTE FUNCTION fail_first_attempt()",
     );
 
-    const cast = await stack.vote(bot.id, randomUserId());
-    expect(cast.status).toBe(201);
-    const [delivery] = await waitFor(async () => {
-      const rows = await stack.deliveries(bot.id);
-      return rows[0]?.state === "delivered" ? rows : null;
-    }, "the delivery to be delivered");
+    const delivery = await voteAndAwaitDelivery(bot.id, "delivered");
 
-    const attempts = await stack.attempts(delivery!.id);
+    const attempts = await stack.attempts(delivery.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([[1, 204, null]]);
     expect(stack.receiver.forPath("/flaky-record")).toHaveLength(1);
     const { rows } = await stack.db.pool.query<{ n: string }>("SELECT last_value AS n FROM fail_once_seq");

@@ -6,11 +6,8 @@ import { randomBytes } from "node:crypto";
 import { gzipSync } from "node:zlib";
 import { createSecretBox } from "@botdir/db";
 import { seedBot } from "@botdir/db/testing";
-import { systemClock } from "@botdir/service-kit";
-import { silentLogger } from "@botdir/service-kit/testing";
-import { createApp as createApi } from "../../../apps/api/src/app.js";
-import { createApp as createIngest } from "../../../apps/vote-ingest/src/app.js";
 import { checkAnswer, destroyAgent, type RawRequest, type Served, send, serve } from "../../src/fuzz.js";
+import { apiOn, ingestOn } from "../../src/in-process.js";
 import { useStores } from "../../src/stack.js";
 
 const KEY = `ik_${randomBytes(16).toString("hex")}`;
@@ -27,19 +24,9 @@ t.beforeClose(async () => {
 beforeAll(async () => {
   const seeded = await seedBot(t.db);
   bot = { id: seeded.id, token: seeded.token ?? "" };
-  api = await serve(
-    createApi({ db: t.db, redis: t.redis, clock: systemClock, logger: silentLogger, redisPrefix: t.prefix }),
-  );
+  api = await serve(apiOn(t));
   ingest = await serve(
-    createIngest({
-      db: t.db,
-      redis: t.redis,
-      clock: systemClock,
-      logger: silentLogger,
-      internalApiKey: KEY,
-      secretBox: createSecretBox(randomBytes(32)),
-      webhookResolver: null,
-    }),
+    ingestOn(t, { internalApiKey: KEY, secretBox: createSecretBox(randomBytes(32)), webhookResolver: null }),
   );
 });
 
@@ -47,79 +34,34 @@ const DEPTH = 100_000;
 const deepArray = (depth = DEPTH) => "[".repeat(depth) + "]".repeat(depth);
 const deepObject = () => `${'{"a":'.repeat(DEPTH)}1${"}".repeat(DEPTH)}`;
 
-/** Each endpoint with a body, its server, its credential, and a body that wraps a nested value. */
-function endpoints() {
-  const botAuth = { authorization: bot.token };
-  const keyAuth = { authorization: KEY };
-  return [
-    {
-      name: "PUT /api/v1/bots/{id}/commands",
-      on: api,
-      method: "PUT",
-      path: `/api/v1/bots/${bot.id}/commands`,
-      auth: botAuth,
-      wrap: (v: string) => `{"commands":[{"name":"deep","description":"d","options":${v}}]}`,
-    },
-    {
-      name: "POST /api/v1/bots/{id}/stats",
-      on: api,
-      method: "POST",
-      path: `/api/v1/bots/${bot.id}/stats`,
-      auth: botAuth,
-      wrap: (v: string) => `{"server_count":1,"users":${v}}`,
-    },
-    {
-      name: "POST /api/v1/bots/stats",
-      on: api,
-      method: "POST",
-      path: "/api/v1/bots/stats",
-      auth: botAuth,
-      wrap: (v: string) => `{"server_count":${v}}`,
-    },
-    {
-      name: "POST /internal/v1/votes",
-      on: ingest,
-      method: "POST",
-      path: "/internal/v1/votes",
-      auth: keyAuth,
-      wrap: (v: string) => `{"bot_id":"${bot.id}","user_id":${v}}`,
-    },
-    {
-      name: "POST /internal/v1/bots",
-      on: ingest,
-      method: "POST",
-      path: "/internal/v1/bots",
-      auth: keyAuth,
-      wrap: (v: string) => `{"id":${v}}`,
-    },
-    {
-      name: "PUT /internal/v1/bots/{id}/webhook",
-      on: ingest,
-      method: "PUT",
-      path: `/internal/v1/bots/${bot.id}/webhook`,
-      auth: keyAuth,
-      wrap: (v: string) => `{"url":${v}}`,
-    },
-    {
-      name: "POST /internal/v1/bots/{id}/approve",
-      on: ingest,
-      method: "POST",
-      path: `/internal/v1/bots/${bot.id}/approve`,
-      auth: keyAuth,
-      wrap: (v: string) => `{"x":${v}}`,
-    },
-  ];
-}
-
-const ENDPOINT_NAMES = [
-  "PUT /api/v1/bots/{id}/commands",
-  "POST /api/v1/bots/{id}/stats",
-  "POST /api/v1/bots/stats",
-  "POST /internal/v1/votes",
-  "POST /internal/v1/bots",
-  "PUT /internal/v1/bots/{id}/webhook",
-  "POST /internal/v1/bots/{id}/approve",
+/**
+ * Each endpoint with a body, and a body that wraps a nested value. Its server and credential follow
+ * from its path: the API's paths take the bot's token, vote-ingest's the internal key.
+ */
+const ENDPOINTS: [name: string, wrap: (v: string) => string][] = [
+  [
+    "PUT /api/v1/bots/{id}/commands",
+    (v) => `{"commands":[{"name":"deep","description":"d","options":${v}}]}`,
+  ],
+  ["POST /api/v1/bots/{id}/stats", (v) => `{"server_count":1,"users":${v}}`],
+  ["POST /api/v1/bots/stats", (v) => `{"server_count":${v}}`],
+  ["POST /internal/v1/votes", (v) => `{"bot_id":"${bot.id}","user_id":${v}}`],
+  ["POST /internal/v1/bots", (v) => `{"id":${v}}`],
+  ["PUT /internal/v1/bots/{id}/webhook", (v) => `{"url":${v}}`],
+  ["POST /internal/v1/bots/{id}/approve", (v) => `{"x":${v}}`],
 ];
+
+/** An endpoint of ENDPOINTS by its name: its method, its path for the seeded bot, its server and credential. */
+function endpoint(name: string) {
+  const [method = "", template = ""] = name.split(" ");
+  const onApi = template.startsWith("/api/");
+  return {
+    method,
+    path: template.replace("{id}", bot.id),
+    on: onApi ? api : ingest,
+    auth: { authorization: onApi ? bot.token : KEY },
+  };
+}
 
 async function expectRefused(req: RawRequest, port: number, statuses: number[], refused = true) {
   const heapBefore = process.memoryUsage().heapUsed;
@@ -136,14 +78,13 @@ async function expectRefused(req: RawRequest, port: number, statuses: number[], 
 }
 
 describe("body limits", () => {
-  it.each(ENDPOINT_NAMES)(
+  it.each(ENDPOINTS)(
     "when %s gets a 2 MB body, a 100k-level nested array or object, or a gzip bomb, then each is a JSON 4xx within 2 s",
-    async (name) => {
-      const e = endpoints().find((x) => x.name === name);
-      if (!e) throw new Error(`no endpoint ${name}`);
+    async (name, wrap) => {
+      const e = endpoint(name);
       const headers = { ...e.auth, "content-type": "application/json" };
       const port = e.on.port;
-      const oversized = Buffer.from(e.wrap(JSON.stringify("x".repeat(2 * 1024 ** 2))));
+      const oversized = Buffer.from(wrap(JSON.stringify("x".repeat(2 * 1024 ** 2))));
       const res = await expectRefused(
         { method: e.method, path: e.path, headers, body: oversized },
         port,
@@ -153,15 +94,15 @@ describe("body limits", () => {
 
       // 100k levels (200 kB): over the small limits, and refused by depth on commands.
       for (const nested of [deepArray(), deepObject()]) {
-        const req = { method: e.method, path: e.path, headers, body: Buffer.from(e.wrap(nested)) };
+        const req = { method: e.method, path: e.path, headers, body: Buffer.from(wrap(nested)) };
         await expectRefused(req, port, [400, 413]);
       }
       // 4k levels (8 kB, under every limit): stored fields refuse it (400); a field the endpoint
       // ignores (stats' "users", approve's body) may be accepted. Never a 5xx, always fast.
-      const under = { method: e.method, path: e.path, headers, body: Buffer.from(e.wrap(deepArray(4_000))) };
-      await expectRefused(under, port, e.name.includes("commands") ? [400] : [200, 400, 413], false);
+      const under = { method: e.method, path: e.path, headers, body: Buffer.from(wrap(deepArray(4_000))) };
+      await expectRefused(under, port, name.includes("commands") ? [400] : [200, 400, 413], false);
       // 100 MB of JSON whitespace, 100 kB on the wire: the limit applies to the inflated size.
-      const bomb = gzipSync(Buffer.concat([Buffer.from(e.wrap(`"${" ".repeat(100 * 1024 ** 2)}"`))]));
+      const bomb = gzipSync(Buffer.concat([Buffer.from(wrap(`"${" ".repeat(100 * 1024 ** 2)}"`))]));
       expect(bomb.length).toBeLessThan(200 * 1024);
       await expectRefused(
         { method: e.method, path: e.path, headers: { ...headers, "content-encoding": "gzip" }, body: bomb },

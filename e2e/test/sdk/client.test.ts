@@ -6,7 +6,13 @@
  */
 
 import { randomUserId, seedBot } from "@botdir/db/testing";
-import { ApiError, BotDirClient, type BotDirClientOptions, startAutoposter } from "@botdir/sdk";
+import {
+  ApiError,
+  type AutoposterOptions,
+  BotDirClient,
+  type BotDirClientOptions,
+  startAutoposter,
+} from "@botdir/sdk";
 import { waitFor } from "../../src/processes.js";
 import { type ScriptedProxy, startScriptedProxy } from "../../src/scripted-proxy.js";
 import { useStack } from "../../src/stack.js";
@@ -227,23 +233,32 @@ describe("BotDirClient against the real API", () => {
   });
 });
 
+/** Runs an autoposter while `meanwhile` waits for what it does, stops it, and returns the errors it reported. */
+async function errorsWhilePosting(
+  options: Omit<AutoposterOptions, "onError">,
+  meanwhile: () => Promise<unknown>,
+): Promise<unknown[]> {
+  const errors: unknown[] = [];
+  const poster = startAutoposter({ ...options, onError: (e) => errors.push(e) });
+  try {
+    await meanwhile();
+  } finally {
+    poster.stop();
+  }
+  return errors;
+}
+
 describe("startAutoposter against the real API", () => {
   it("when it runs, then it posts at once and again every interval: the stored server_count follows", async () => {
     const bot = await seedBot(stack.db);
     let count = 100;
-    const errors: unknown[] = [];
-    const poster = startAutoposter({
-      client: client(bot),
-      stats: () => ({ serverCount: ++count }),
-      intervalMs: 200,
-      onError: (e) => errors.push(e),
-    });
-    try {
-      await waitFor(async () => (await rowOf(bot.id)).serverCount === 101n, "the first post");
-      await waitFor(async () => ((await rowOf(bot.id)).serverCount ?? 0n) >= 103n, "two more posts");
-    } finally {
-      poster.stop();
-    }
+    const errors = await errorsWhilePosting(
+      { client: client(bot), stats: () => ({ serverCount: ++count }), intervalMs: 200 },
+      async () => {
+        await waitFor(async () => (await rowOf(bot.id)).serverCount === 101n, "the first post");
+        await waitFor(async () => ((await rowOf(bot.id)).serverCount ?? 0n) >= 103n, "two more posts");
+      },
+    );
     expect(errors).toEqual([]);
   });
 
@@ -278,24 +293,20 @@ describe("startAutoposter against the real API", () => {
 
   it("when a 429's retryAfter is beyond the client's bound, then the next post waits for the window, not the interval", async () => {
     const bot = await seedBot(stack.db);
-    const errors: unknown[] = [];
     let posted = false;
     proxy.script({ status: 429, body: { error: "Rate limit exceeded.", retryAfter: 2 } });
-    const poster = startAutoposter({
-      client: client(bot, { baseUrl: proxy.base, retry: { maxRetryAfterMs: 0 } }),
-      stats: () => ({ serverCount: 42 }),
-      intervalMs: 100,
-      onError: (e) => errors.push(e),
-      onPost: () => {
-        posted = true;
+    const errors = await errorsWhilePosting(
+      {
+        client: client(bot, { baseUrl: proxy.base, retry: { maxRetryAfterMs: 0 } }),
+        stats: () => ({ serverCount: 42 }),
+        intervalMs: 100,
+        onPost: () => {
+          posted = true;
+        },
       },
-    });
-    try {
       // The poster's own signal: the answer has passed the proxy (the row alone may be written first).
-      await waitFor(() => posted, "the post after the window");
-    } finally {
-      poster.stop();
-    }
+      () => waitFor(() => posted, "the post after the window"),
+    );
     const [limited, next] = requestsTo(bot.id);
     expect([limited?.answer, next?.answer]).toEqual([429, 200]);
     expect(next!.at - limited!.at).toBeGreaterThanOrEqual(1_990);
@@ -306,22 +317,18 @@ describe("startAutoposter against the real API", () => {
   it("when stats() throws, then onError gets it and the poster carries on", async () => {
     const bot = await seedBot(stack.db);
     let calls = 0;
-    const errors: unknown[] = [];
-    const poster = startAutoposter({
-      client: client(bot),
-      stats: () => {
-        calls++;
-        if (calls === 1) throw new Error("shards not ready");
-        return { serverCount: 77 };
+    const errors = await errorsWhilePosting(
+      {
+        client: client(bot),
+        stats: () => {
+          calls++;
+          if (calls === 1) throw new Error("shards not ready");
+          return { serverCount: 77 };
+        },
+        intervalMs: 100,
       },
-      intervalMs: 100,
-      onError: (e) => errors.push(e),
-    });
-    try {
-      await waitFor(async () => (await rowOf(bot.id)).serverCount === 77n, "a post after the failure");
-    } finally {
-      poster.stop();
-    }
+      () => waitFor(async () => (await rowOf(bot.id)).serverCount === 77n, "a post after the failure"),
+    );
     expect(errors).toEqual([new Error("shards not ready")]);
   });
 });

@@ -6,55 +6,27 @@
 import { createHash, randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
 import { createSecretBox, generateToken, generateWebhookSecret } from "@botdir/db";
-import {
-  createTestDatabase,
-  randomBotId,
-  randomUserId,
-  seedBot,
-  type TestDatabase,
-  testRedisPrefix,
-  testRedisUrl,
-} from "@botdir/db/testing";
-import { systemClock } from "@botdir/service-kit";
-import { redisReady } from "@botdir/service-kit/testing";
-import { Redis, type RedisOptions } from "ioredis";
+import { randomBotId, randomUserId, seedBot } from "@botdir/db/testing";
+import { createRedis, systemClock } from "@botdir/service-kit";
 import { pino } from "pino";
-import { createApp as createApi } from "../../../apps/api/src/app.js";
-import { createApp as createIngest } from "../../../apps/vote-ingest/src/app.js";
 import { createDeliveryQueue } from "../../../apps/vote-ingest/src/outbox/queue.js";
 import { createOutboxRelay } from "../../../apps/vote-ingest/src/outbox/relay.js";
 import { createHttpApp as createDispatcherHttp } from "../../../apps/webhook-dispatcher/src/app.js";
 import { createDispatcherWorker } from "../../../apps/webhook-dispatcher/src/worker.js";
 import { destroyAgent, type RawRequest, send, serve } from "../../src/fuzz.js";
+import { apiOn, ingestOn } from "../../src/in-process.js";
 import { freePort, waitFor } from "../../src/processes.js";
 import { type Receiver, startReceiver } from "../../src/receivers.js";
-import { deliveriesOf } from "../../src/stack.js";
+import { connectSharedRedis, deliveriesOf, useStores } from "../../src/stack.js";
 
 const sha256 = (s: string) => createHash("sha256").update(s, "utf8").digest("hex");
 
-let t: TestDatabase;
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-
-afterAll(async () => {
-  for (const c of cleanups.reverse()) await c();
-  destroyAgent();
-  await t.drop();
-});
-
-function redis(url = testRedisUrl(), options: RedisOptions = {}) {
-  const r = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, ...options });
-  r.on("error", () => {});
-  cleanups.push(() => r.disconnect());
-  return r;
-}
+const t = useStores();
+t.beforeClose(destroyAgent);
 
 async function served(app: Parameters<typeof serve>[0]) {
   const s = await serve(app);
-  cleanups.push(() => s.close());
+  t.beforeClose(() => s.close());
   return s;
 }
 
@@ -88,15 +60,7 @@ describe("API tokens are handled as hashes only", () => {
       return original.apply(this, args);
     };
     try {
-      const api = await served(
-        createApi({
-          db: t.db,
-          redis: redis(),
-          clock: systemClock,
-          logger: pino({ level: "silent" }),
-          redisPrefix: testRedisPrefix(),
-        }),
-      );
+      const api = await served(apiOn(t));
       const auths = [token, `Bearer ${token}`, `Bot ${token}`];
       for (const authorization of auths) {
         const h = { authorization };
@@ -143,14 +107,13 @@ describe("no secret in any log line", () => {
     const logger = pino({ level: "trace" }, sink);
     const internalKey = `ik_${randomBytes(16).toString("hex")}`;
     const secretBox = createSecretBox(randomBytes(32));
-    const prefix = `${testRedisPrefix()}bull`;
+    // Hash-tagged, as QUEUE_PREFIX must be: BullMQ's scripts touch several keys (one slot on a Cluster).
+    const prefix = `{${t.prefix}bull}`;
 
     // vote-ingest (HTTP, hand-off, relay), the dispatcher (worker and listener), the API, and an
     // API whose Redis is down (fail-open warnings).
-    const producer = redis();
-    await redisReady(producer);
-    const queue = createDeliveryQueue({ db: t.db, redis: producer, prefix, logger });
-    cleanups.push(async () => {
+    const queue = createDeliveryQueue({ db: t.db, redis: t.redis, prefix, logger });
+    t.beforeClose(async () => {
       await queue.queue.obliterate({ force: true }).catch(() => {});
       await queue.close();
     });
@@ -163,12 +126,9 @@ describe("no secret in any log line", () => {
       staleMs: 1_000,
     });
     relay.start();
-    cleanups.push(() => relay.stop());
+    t.beforeClose(() => relay.stop());
     const ingest = await served(
-      createIngest({
-        db: t.db,
-        redis: producer,
-        clock: systemClock,
+      ingestOn(t, {
         logger,
         internalApiKey: internalKey,
         deliveryQueue: queue,
@@ -177,11 +137,8 @@ describe("no secret in any log line", () => {
         webhookResolver: null,
       }),
     );
-    const workerRedis = redis(testRedisUrl(), {
-      maxRetriesPerRequest: null,
-      enableAutoPipelining: false,
-      enableOfflineQueue: true,
-    });
+    const workerRedis = await connectSharedRedis("worker");
+    t.beforeClose(() => workerRedis.disconnect());
     const worker = createDispatcherWorker(
       { db: t.db, redis: workerRedis, secrets: secretBox, clock: systemClock, logger },
       {
@@ -194,18 +151,15 @@ describe("no secret in any log line", () => {
         stalledIntervalMs: 1_000,
       },
     );
-    cleanups.push(() => worker.close());
+    t.beforeClose(() => worker.close());
     const dispatcherHttp = await served(createDispatcherHttp({ db: t.db, redis: workerRedis, logger }));
-    const api = await served(
-      createApi({ db: t.db, redis: producer, clock: systemClock, logger, redisPrefix: testRedisPrefix() }),
-    );
-    const deadRedis = redis(`redis://127.0.0.1:${await freePort()}`);
-    const degradedApi = await served(
-      createApi({ db: t.db, redis: deadRedis, clock: systemClock, logger, redisPrefix: testRedisPrefix() }),
-    );
+    const api = await served(apiOn(t, { logger }));
+    const deadRedis = createRedis({ url: `redis://127.0.0.1:${await freePort()}` }, "fail-fast");
+    t.beforeClose(() => deadRedis.disconnect());
+    const degradedApi = await served(apiOn(t, { logger, redis: deadRedis }));
     // The receiver refuses the first attempt (a logged failure), then accepts.
     const receiver: Receiver = await startReceiver((_r, n) => (n === 1 ? { status: 500 } : { status: 204 }));
-    cleanups.push(() => receiver.close());
+    t.beforeClose(() => receiver.close());
 
     const k = { authorization: internalKey };
     const botId = randomBotId();

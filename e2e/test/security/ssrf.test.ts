@@ -6,28 +6,17 @@
 import { randomBytes } from "node:crypto";
 import { type AddressInfo, createServer, type Server } from "node:net";
 import { createSecretBox } from "@botdir/db";
-import {
-  createTestDatabase,
-  randomUserId,
-  seedBot,
-  type TestDatabase,
-  testRedisPrefix,
-  testRedisUrl,
-} from "@botdir/db/testing";
+import { randomUserId, seedBot, testRedisPrefix } from "@botdir/db/testing";
 import { systemClock } from "@botdir/service-kit";
-import { redisReady, silentLogger } from "@botdir/service-kit/testing";
+import { silentLogger } from "@botdir/service-kit/testing";
 import type { Resolver } from "@botdir/webhook-targets";
-import { Redis, type RedisOptions } from "ioredis";
-import { createApp as createIngest } from "../../../apps/vote-ingest/src/app.js";
-import { createDeliveryQueue, type DeliveryQueue } from "../../../apps/vote-ingest/src/outbox/queue.js";
-import {
-  createDispatcherWorker,
-  type DispatcherWorker,
-} from "../../../apps/webhook-dispatcher/src/worker.js";
-import { destroyAgent, type Served, send, serve } from "../../src/fuzz.js";
+import { createDeliveryQueue } from "../../../apps/vote-ingest/src/outbox/queue.js";
+import { createDispatcherWorker } from "../../../apps/webhook-dispatcher/src/worker.js";
+import { destroyAgent, send, serve } from "../../src/fuzz.js";
+import { ingestOn } from "../../src/in-process.js";
 import { waitFor } from "../../src/processes.js";
 import { type Receiver, startReceiver } from "../../src/receivers.js";
-import { attemptsOf, deliveriesOf } from "../../src/stack.js";
+import { attemptsOf, connectSharedRedis, deliveriesOf, useStores } from "../../src/stack.js";
 
 const KEY = `ik_${randomBytes(16).toString("hex")}`;
 const secretBox = createSecretBox(randomBytes(32));
@@ -42,35 +31,23 @@ const resolver: Resolver = async (host) => {
   return answer;
 };
 
-let t: TestDatabase;
-const redisClients: Redis[] = [];
-const queues: DeliveryQueue[] = [];
-const workers: DispatcherWorker[] = [];
-const servers: Served[] = [];
+const t = useStores();
+t.beforeClose(destroyAgent);
 let tcp: Server;
 let tcpPort: number;
 let tcpConnections = 0;
 
-function redisClient(options: RedisOptions) {
-  const r = new Redis(testRedisUrl(), options ?? {});
-  r.on("error", () => {});
-  redisClients.push(r);
-  return r;
-}
-
 /** vote-ingest and a dispatcher wired together in-process on their own queue prefix. */
 async function stack(allowPrivateTargets: boolean) {
-  const prefix = `${testRedisPrefix()}bull`;
-  const producer = redisClient({ enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  await redisReady(producer);
-  const queue = createDeliveryQueue({ db: t.db, redis: producer, prefix, logger: silentLogger });
-  queues.push(queue);
+  // Hash-tagged, as QUEUE_PREFIX must be: BullMQ's scripts touch several keys (one slot on a Cluster).
+  const prefix = `{${testRedisPrefix()}bull}`;
+  const queue = createDeliveryQueue({ db: t.db, redis: t.redis, prefix, logger: silentLogger });
+  t.beforeClose(async () => {
+    await queue.queue.obliterate({ force: true }).catch(() => {});
+    await queue.close();
+  });
   const ingest = await serve(
-    createIngest({
-      db: t.db,
-      redis: producer,
-      clock: systemClock,
-      logger: silentLogger,
+    ingestOn(t, {
       internalApiKey: KEY,
       deliveryQueue: queue,
       secretBox,
@@ -78,15 +55,11 @@ async function stack(allowPrivateTargets: boolean) {
       webhookResolver: resolver,
     }),
   );
-  servers.push(ingest);
+  t.beforeClose(() => ingest.close());
+  const workerRedis = await connectSharedRedis("worker");
+  t.beforeClose(() => workerRedis.disconnect());
   const worker = createDispatcherWorker(
-    {
-      db: t.db,
-      redis: redisClient({ maxRetriesPerRequest: null, enableAutoPipelining: false }),
-      secrets: secretBox,
-      clock: systemClock,
-      logger: silentLogger,
-    },
+    { db: t.db, redis: workerRedis, secrets: secretBox, clock: systemClock, logger: silentLogger },
     {
       queuePrefix: prefix,
       concurrency: 5,
@@ -98,7 +71,7 @@ async function stack(allowPrivateTargets: boolean) {
       resolver,
     },
   );
-  workers.push(worker);
+  t.beforeClose(() => worker.close());
   await worker.waitUntilReady();
   const call = (method: string, path: string, body?: unknown) =>
     send(ingest.port, {
@@ -111,26 +84,13 @@ async function stack(allowPrivateTargets: boolean) {
 }
 
 beforeAll(async () => {
-  t = await createTestDatabase();
   tcp = createServer((socket) => {
     tcpConnections++;
     socket.destroy();
   });
   await new Promise<void>((resolve) => tcp.listen(0, "127.0.0.1", resolve));
   tcpPort = (tcp.address() as AddressInfo).port;
-});
-
-afterAll(async () => {
-  for (const w of workers) await w.close();
-  for (const q of queues) {
-    await q.queue.obliterate({ force: true }).catch(() => {});
-    await q.close();
-  }
-  destroyAgent();
-  for (const s of servers) await s.close();
-  for (const r of redisClients) r.disconnect();
-  await new Promise<void>((resolve) => tcp.close(() => resolve()));
-  await t.drop();
+  t.beforeClose(() => new Promise<void>((resolve) => tcp.close(() => resolve())));
 });
 
 /** The bot's first delivery, once it has ended failed. */
