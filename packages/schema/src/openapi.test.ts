@@ -1,5 +1,12 @@
 import { z } from "zod";
-import { componentSchemas, errorResponse, jsonContent, schemaRef, toJsonSchema } from "./openapi.js";
+import {
+  componentSchemas,
+  errorResponse,
+  jsonContent,
+  openApiDocument,
+  schemaRef,
+  toJsonSchema,
+} from "./openapi.js";
 
 describe("OpenAPI helpers", () => {
   it("when a zod schema is converted, then the JSON Schema has no $schema line and follows the side asked for", () => {
@@ -35,5 +42,32 @@ describe("OpenAPI helpers", () => {
       headers: { "Retry-After": {} },
     });
     expect(schemaRef("X")).toEqual({ $ref: "#/components/schemas/X" });
+  });
+
+  it("when a document is built, then it is OpenAPI 3.1 with its paths, its Authorization scheme and its schemas, and webhooks only when given", () => {
+    const input = {
+      title: "T",
+      description: "D",
+      paths: { "/x": {} },
+      security: { scheme: "key", description: "The key." },
+      schemas: { Out: [z.object({ ok: z.boolean() }), "output"] as [z.ZodType, "output"] },
+    };
+    const document = openApiDocument(input);
+    expect(document).toMatchObject({
+      openapi: "3.1.0",
+      info: { title: "T", version: "1.0.0", description: "D" },
+      servers: [{ url: "/" }],
+      paths: { "/x": {} },
+      components: {
+        securitySchemes: {
+          key: { type: "apiKey", in: "header", name: "Authorization", description: "The key." },
+        },
+        schemas: { Out: { properties: { ok: { type: "boolean" } } } },
+      },
+    });
+    expect(document).not.toHaveProperty("webhooks");
+    expect(openApiDocument({ ...input, webhooks: { "vote.create": {} } }).webhooks).toEqual({
+      "vote.create": {},
+    });
   });
 });
