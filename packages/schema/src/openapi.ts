@@ -21,7 +21,7 @@ export function toJsonSchema(schema: z.ZodType, io: SchemaSide): JsonObject {
 }
 
 /** `components.schemas` from named zod schemas: request bodies as input, responses as output. */
-export function componentSchemas(entries: Record<string, [z.ZodType, SchemaSide]>): JsonObject {
+function componentSchemas(entries: Record<string, [z.ZodType, SchemaSide]>): JsonObject {
   return Object.fromEntries(
     Object.entries(entries).map(([name, [schema, io]]) => [name, toJsonSchema(schema, io)]),
   );
