@@ -70,6 +70,51 @@ export function average(results: LoadResult[]): LoadResult {
 }
 
 /**
+ * POSTs JSON bodies over up to `connections` keep-alive connections without waiting for the
+ * answers: `post` resolves with the milliseconds until its answer ended (null when the request
+ * failed); `drain` waits for every request in flight, then closes the connections.
+ */
+export function jsonPoster(url: string, connections: number) {
+  const agent = new Agent({ keepAlive: true, maxSockets: connections });
+  const { hostname, port } = new URL(url);
+  const inFlight = new Set<Promise<number | null>>();
+  return {
+    post(path: string, headers: Record<string, string> | undefined, body: string): Promise<number | null> {
+      const t0 = performance.now();
+      const done = new Promise<number | null>((resolve) => {
+        const req = httpRequest(
+          {
+            agent,
+            host: hostname,
+            port,
+            method: "POST",
+            path,
+            headers: {
+              ...headers,
+              "content-type": "application/json",
+              "content-length": Buffer.byteLength(body),
+            },
+          },
+          (res) => {
+            res.resume();
+            res.on("end", () => resolve(performance.now() - t0));
+            res.on("error", () => resolve(null));
+          },
+        );
+        req.on("error", () => resolve(null));
+        req.end(body);
+      }).finally(() => inFlight.delete(done));
+      inFlight.add(done);
+      return done;
+    },
+    async drain(): Promise<void> {
+      await Promise.all(inFlight);
+      agent.destroy();
+    },
+  };
+}
+
+/**
  * Sends `rate` POSTs per second at an even pace (one every 1000/rate ms) for `durationS` seconds
  * over up to `connections` keep-alive connections. autocannon's overallRate is not a steady rate: each
  * connection sends its share of the second back to back and then idles until the second is over, so
@@ -82,36 +127,10 @@ export async function paced(
   connections: number,
   request: LoadOptions["request"],
 ): Promise<void> {
-  const agent = new Agent({ keepAlive: true, maxSockets: connections });
-  const { hostname, port } = new URL(url);
-  const inFlight = new Set<Promise<void>>();
+  const poster = jsonPoster(url, connections);
   const send = () => {
     const r = request();
-    const body = r.body ?? "";
-    const done = new Promise<void>((resolve) => {
-      const req = httpRequest(
-        {
-          agent,
-          host: hostname,
-          port,
-          method: "POST",
-          path: r.path,
-          headers: {
-            ...r.headers,
-            "content-type": "application/json",
-            "content-length": Buffer.byteLength(body),
-          },
-        },
-        (res) => {
-          res.resume();
-          res.on("end", resolve);
-          res.on("error", () => resolve());
-        },
-      );
-      req.on("error", () => resolve());
-      req.end(body);
-    }).finally(() => inFlight.delete(done));
-    inFlight.add(done);
+    void poster.post(r.path, r.headers, r.body ?? "");
   };
   const total = Math.round(rate * durationS);
   const start = performance.now();
@@ -121,6 +140,5 @@ export async function paced(
     for (; sent < due; sent++) send();
     await new Promise((r) => setTimeout(r, 1));
   }
-  await Promise.all(inFlight);
-  agent.destroy();
+  await poster.drain();
 }

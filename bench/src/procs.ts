@@ -34,6 +34,25 @@ export function appNodeVersion(): string {
   return execFileSync(APP_NODE, ["--version"], { encoding: "utf8" }).trim();
 }
 
+/**
+ * The environment every app of a bench run starts with: production mode, its scratch database and
+ * private Redis, the internal key and the secret encryption key. LOG_LEVEL is BENCH_LOG_LEVEL, else
+ * `logLevel`.
+ */
+export function appEnv(
+  stack: { dbUrl: string; redisUrl: string; internalKey: string; encryptionKey: string },
+  logLevel: string,
+) {
+  return {
+    NODE_ENV: "production",
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? logLevel,
+    DATABASE_URL: stack.dbUrl,
+    REDIS_URL: stack.redisUrl,
+    INTERNAL_API_KEY: stack.internalKey,
+    SECRET_ENCRYPTION_KEY: stack.encryptionKey,
+  };
+}
+
 export interface Proc {
   name: string;
   child: ChildProcess;

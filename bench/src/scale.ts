@@ -14,12 +14,12 @@
  */
 import { randomBytes } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
-import { Agent, request as httpRequest } from "node:http";
 import path from "node:path";
 import { createSecretBox, hashToken, migrate } from "@botdir/db";
 import pg from "pg";
-import { average, type LoadResult, load } from "./load.js";
+import { average, jsonPoster, type LoadResult, load } from "./load.js";
 import {
+  appEnv,
   appNodeArgs,
   freePort,
   type Proc,
@@ -159,39 +159,12 @@ async function pacedVotes(
   build: () => string,
   internalKey: string,
 ): Promise<number[]> {
-  const agent = new Agent({ keepAlive: true, maxSockets: 64 });
-  const { hostname, port } = new URL(url);
+  const poster = jsonPoster(url, 64);
   const latencies: number[] = [];
-  const inFlight = new Set<Promise<void>>();
   const send = () => {
-    const body = build();
-    const t0 = performance.now();
-    const done = new Promise<void>((resolve) => {
-      const req = httpRequest(
-        {
-          agent,
-          host: hostname,
-          port,
-          method: "POST",
-          path: "/internal/v1/votes",
-          headers: {
-            authorization: internalKey,
-            "content-type": "application/json",
-            "content-length": Buffer.byteLength(body),
-          },
-        },
-        (res) => {
-          res.resume();
-          res.on("end", () => {
-            latencies.push(performance.now() - t0);
-            resolve();
-          });
-        },
-      );
-      req.on("error", () => resolve());
-      req.end(body);
-    }).finally(() => inFlight.delete(done));
-    inFlight.add(done);
+    void poster.post("/internal/v1/votes", { authorization: internalKey }, build()).then((ms) => {
+      if (ms !== null) latencies.push(ms);
+    });
   };
   const start = performance.now();
   let sent = 0;
@@ -203,8 +176,7 @@ async function pacedVotes(
       await new Promise((r) => setTimeout(r, 2));
     }
   }
-  await Promise.all(inFlight);
-  agent.destroy();
+  await poster.drain();
   return latencies;
 }
 
@@ -260,14 +232,7 @@ async function main(): Promise<void> {
       const redis = await startRedisServer();
       redises.push(redis);
       const [apiPort, metricsPort, ingestPort] = await Promise.all([freePort(), freePort(), freePort()]);
-      const common = {
-        NODE_ENV: "production",
-        LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "warn",
-        DATABASE_URL: dbUrl,
-        REDIS_URL: redis.url,
-        INTERNAL_API_KEY: internalKey,
-        SECRET_ENCRYPTION_KEY: encryptionKey,
-      };
+      const common = appEnv({ dbUrl, redisUrl: redis.url, internalKey, encryptionKey }, "warn");
       procs.push(
         await startNode(
           `api-${name}`,
@@ -310,70 +275,32 @@ async function main(): Promise<void> {
         description: `Does thing ${i}`,
       })),
     });
+    type Method = "GET" | "POST" | "PUT";
     type Build = (s: Stack) => () => { path: string; headers?: Record<string, string>; body?: string };
-    const paths: Record<string, { method: "GET" | "POST" | "PUT"; base: "api" | "ingest"; build: Build }> = {
-      "GET /check": {
-        method: "GET",
-        base: "api",
-        build: (s) => () => {
-          const i = any();
-          return {
-            path: `/api/v1/bots/${botId(i)}/check?userId=${CHECK_USER}`,
-            headers: { authorization: s.tokens[i]! },
-          };
-        },
+    /** The next bot in turn (`any`) asks `/api/v1/bots/<its id><rest>` with its own token. */
+    const ownBot = (method: Method, rest: string, body?: () => string) => ({
+      method,
+      base: "api" as const,
+      build: (s: Stack) => () => {
+        const i = any();
+        return {
+          path: `/api/v1/bots/${botId(i)}${rest}`,
+          headers: { authorization: s.tokens[i]! },
+          ...(body ? { body: body() } : {}),
+        };
       },
-      "POST /stats": {
-        method: "POST",
-        base: "api",
-        build: (s) => () => {
-          const i = any();
-          return {
-            path: `/api/v1/bots/${botId(i)}/stats`,
-            headers: { authorization: s.tokens[i]! },
-            body: `{"server_count":${1000 + (rr % 7)}}`,
-          };
-        },
-      },
-      "PUT /commands (10)": {
-        method: "PUT",
-        base: "api",
-        build: (s) => () => {
-          const i = any();
-          return {
-            path: `/api/v1/bots/${botId(i)}/commands`,
-            headers: { authorization: s.tokens[i]! },
-            body: commands,
-          };
-        },
-      },
+    });
+    const paths: Record<string, { method: Method; base: "api" | "ingest"; build: Build }> = {
+      "GET /check": ownBot("GET", `/check?userId=${CHECK_USER}`),
+      "POST /stats": ownBot("POST", "/stats", () => `{"server_count":${1000 + (rr % 7)}}`),
+      "PUT /commands (10)": ownBot("PUT", "/commands", () => commands),
       // Round robin (60 per token per minute). limit=2: in the small data set the other bots have 2
       // or 3 votes each, so both data sets answer the same rows; the hot bot's limit=100 is timed
       // one request at a time below.
-      "GET /votes?limit=2 (round robin)": {
-        method: "GET",
-        base: "api",
-        build: (s) => () => {
-          const i = any();
-          return {
-            path: `/api/v1/bots/${botId(i)}/votes?limit=2`,
-            headers: { authorization: s.tokens[i]! },
-          };
-        },
-      },
+      "GET /votes?limit=2 (round robin)": ownBot("GET", "/votes?limit=2"),
       // Catching up by cursor: the first page of two after a `since` 400 days back (both data sets
       // answer two rows per bot, as above).
-      "GET /votes?since=&limit=2 (round robin)": {
-        method: "GET",
-        base: "api",
-        build: (s) => () => {
-          const i = any();
-          return {
-            path: `/api/v1/bots/${botId(i)}/votes?since=${SINCE_ALL}&limit=2`,
-            headers: { authorization: s.tokens[i]! },
-          };
-        },
-      },
+      "GET /votes?since=&limit=2 (round robin)": ownBot("GET", `/votes?since=${SINCE_ALL}&limit=2`),
       "GET /widget (cache hit)": {
         method: "GET",
         base: "api",

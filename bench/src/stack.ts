@@ -11,6 +11,7 @@ import { seedDeliveryHistory, seedPipelineBots } from "./pipeline.js";
 import {
   APPS_FROM,
   appEntry,
+  appEnv,
   appNodeArgs,
   freePort,
   type Proc,
@@ -200,13 +201,8 @@ export async function startStack(): Promise<Stack> {
       await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
     const [apiUnnamedPort, apiUnnamedMetricsPort] = await Promise.all([freePort(), freePort()]);
     const env = {
-      NODE_ENV: "production",
       // What production runs (infra/base/configmap.yaml): info, one JSON line per request.
-      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "info",
-      DATABASE_URL: dbUrl,
-      REDIS_URL: redis.url,
-      INTERNAL_API_KEY: internalKey,
-      SECRET_ENCRYPTION_KEY: encryptionKey,
+      ...appEnv({ dbUrl, redisUrl: redis.url, internalKey, encryptionKey }, "info"),
       WEBHOOK_ALLOW_PRIVATE_TARGETS: "true",
     };
     // The apps and the floor run with the production image's Node flags (docker/Dockerfile

@@ -3,8 +3,9 @@
  * serves this registry on a second, internal listener (METRICS_PORT) that only Prometheus reaches.
  */
 import {
-  Counter,
+  type CounterSeries,
   createBatchMetrics,
+  createCounterSeries,
   createHttpMetrics,
   createMetricsRegistry,
   errorHandler,
@@ -21,10 +22,10 @@ import { LIMITED_ENDPOINTS, type LimitedEndpoint, type RateLimiter } from "./ser
 export interface ApiMetrics {
   registry: Registry;
   http: HttpMetrics;
-  /** `botdir_rate_limit_rejections_total{endpoint}`, one child per endpoint. */
-  rejections: Record<LimitedEndpoint, { inc(): void }>;
-  /** `botdir_rate_limit_fail_open_total{endpoint}`, one child per endpoint. */
-  failOpen: Record<LimitedEndpoint, { inc(): void }>;
+  /** `botdir_rate_limit_rejections_total{endpoint}`, one series per endpoint. */
+  rejections: Record<LimitedEndpoint, CounterSeries>;
+  /** `botdir_rate_limit_fail_open_total{endpoint}`, one series per endpoint. */
+  failOpen: Record<LimitedEndpoint, CounterSeries>;
   /** Counts one batched statement of `size` requests (createBatchMetrics). */
   batch(statement: BatchedStatement): (size: number) => void;
 }
@@ -34,33 +35,23 @@ export type BatchedStatement = (typeof BATCHED_STATEMENTS)[number];
 
 export function createApiMetrics(options: MetricsRegistryOptions = {}): ApiMetrics {
   const registry = createMetricsRegistry("api", options);
-  const rejections = new Counter({
+  const rejections = createCounterSeries(registry, LIMITED_ENDPOINTS, {
     name: "botdir_rate_limit_rejections_total",
     help: "Requests over the token's per-endpoint budget (answered 429 unless 401/404 came first).",
-    labelNames: ["endpoint"],
-    registers: [registry],
+    label: "endpoint",
   });
-  const failOpen = new Counter({
+  const failOpen = createCounterSeries(registry, LIMITED_ENDPOINTS, {
     name: "botdir_rate_limit_fail_open_total",
     help: "Requests let through unlimited because the limiter's Redis failed or was too slow.",
-    labelNames: ["endpoint"],
-    registers: [registry],
+    label: "endpoint",
   });
-  const children = (counter: Counter<"endpoint">) =>
-    Object.fromEntries(
-      LIMITED_ENDPOINTS.map((endpoint) => {
-        const child = counter.labels({ endpoint });
-        child.inc(0); // every endpoint's series exists from the start, so rate() works at once
-        return [endpoint, child];
-      }),
-    ) as Record<LimitedEndpoint, { inc(): void }>;
   const batchObservers = createBatchMetrics(registry, BATCHED_STATEMENTS);
   return {
     registry,
     batch: (statement) => batchObservers[statement],
     http: createHttpMetrics(registry),
-    rejections: children(rejections),
-    failOpen: children(failOpen),
+    rejections,
+    failOpen,
   };
 }
 

@@ -186,17 +186,9 @@ async function settleClaim(
   const { now } = options;
   const { leaseUntil, dueBy } = claimTimes(options);
   if (!row) return { kind: "done", reason: "not_found" };
-  if (row.claimed_attempt !== null && row.webhook_url && row.webhook_secret_encrypted) {
-    const attemptNumber = row.claimed_attempt;
-    return claimedOrUnreadable(
-      row,
-      row.webhook_url,
-      row.webhook_secret_encrypted,
-      attemptNumber,
-      leaseUntil,
-      options,
-      deliveryId,
-    );
+  const webhook = webhookOf(row);
+  if (row.claimed_attempt !== null && webhook) {
+    return claimedOrUnreadable(deliveryId, row, webhook, row.claimed_attempt, leaseUntil, options);
   }
   if (row.state !== "pending") return { kind: "done", reason: row.state };
   if (row.lease_until && row.lease_until.getTime() > now.getTime()) {
@@ -213,27 +205,38 @@ async function settleClaim(
   return claimInTransaction(db, deliveryId, options);
 }
 
+/** The bot's webhook as a claim read it: its URL and encrypted secret. */
+interface Webhook {
+  url: string;
+  encryptedSecret: string;
+}
+
+/** The row's webhook, or null when the bot has none (no URL or no secret). */
+function webhookOf(row: Pick<DeliveryRow, "webhook_url" | "webhook_secret_encrypted">): Webhook | null {
+  if (!row.webhook_url || !row.webhook_secret_encrypted) return null;
+  return { url: row.webhook_url, encryptedSecret: row.webhook_secret_encrypted };
+}
+
 /**
  * A claim whose secret is decrypted: `claimed`, or `unreadable` when no key decrypts it. Giving
  * the claim back instead would loop for ever (BullMQ retries, the outbox relay re-adds the job).
  */
 function claimedOrUnreadable(
+  deliveryId: string,
   row: Pick<DeliveryRow, "bot_id" | "user_id" | "voted_at" | "webhook_previous_secret_encrypted">,
-  url: string,
-  encrypted: string,
+  webhook: Webhook,
   attemptNumber: number,
   leaseUntil: Date,
   options: ClaimOptions,
-  deliveryId: string,
 ): ClaimResult {
   let secret: string;
   try {
-    secret = options.decryptSecret(encrypted);
+    secret = options.decryptSecret(webhook.encryptedSecret);
   } catch (error) {
     return { kind: "unreadable", attemptNumber, leaseUntil, botId: row.bot_id, votedAt: row.voted_at, error };
   }
   const previousSecret = decryptPrevious(row.webhook_previous_secret_encrypted, options);
-  return claimed(deliveryId, row, url, attemptNumber, leaseUntil, secret, previousSecret);
+  return claimed(deliveryId, row, webhook.url, attemptNumber, leaseUntil, secret, previousSecret);
 }
 
 /** The result of a successful claim: what the attempt sends, and to where. */
@@ -306,7 +309,8 @@ async function claimInTransaction(db: Db, deliveryId: string, options: ClaimOpti
     if (row.next_attempt_at.getTime() > now.getTime() + options.earlySlackMs) {
       return { kind: "early", at: row.next_attempt_at };
     }
-    if (!row.webhook_url || !row.webhook_secret_encrypted) {
+    const webhook = webhookOf(row);
+    if (!webhook) {
       await finish(client, deliveryId, "failed", now);
       return { kind: "done", reason: "no_webhook" };
     }
@@ -323,15 +327,7 @@ async function claimInTransaction(db: Db, deliveryId: string, options: ClaimOpti
         WHERE id = $1`,
       [deliveryId, attemptNumber, leaseUntil, now],
     );
-    return claimedOrUnreadable(
-      row,
-      row.webhook_url,
-      row.webhook_secret_encrypted,
-      attemptNumber,
-      leaseUntil,
-      options,
-      deliveryId,
-    );
+    return claimedOrUnreadable(deliveryId, row, webhook, attemptNumber, leaseUntil, options);
   });
 }
 

@@ -7,6 +7,7 @@
 import { QUEUES, WEBHOOK_MAX_ATTEMPTS } from "@botdir/schema";
 import {
   Counter,
+  createCounterSeries,
   createMetricsRegistry,
   createScrapeSources,
   Gauge,
@@ -51,6 +52,9 @@ export interface DispatcherMetrics extends AttemptRecorder, FairnessRecorder {
   registry: Registry;
 }
 
+/** The fairness caps, each a label value of the deferred, woken, parked and full series. */
+const CAPS: readonly Cap[] = ["webhook", "origin"];
+
 /** BullMQ job states reported as queue depth. */
 export const QUEUE_STATES = ["waiting", "delayed", "active"] as const;
 
@@ -94,43 +98,39 @@ export function createDispatcherMetrics(options: DispatcherMetricsOptions = {}):
     buckets: DELIVERY_LATENCY_BUCKETS,
     registers: [registry],
   });
-  const deferred = new Counter({
+  const deferred = createCounterSeries(registry, CAPS, {
     name: "botdir_webhook_jobs_deferred_total",
     help: "Jobs put back without an attempt because their bot's webhook (cap=webhook) or its origin (cap=origin) had its maximum of attempts in flight in this replica.",
-    labelNames: ["cap"],
-    registers: [registry],
+    label: "cap",
   });
-  const woken = new Counter({
+  const woken = createCounterSeries(registry, CAPS, {
     name: "botdir_webhook_jobs_woken_total",
     help: "Deferred jobs promoted to run at once because their webhook or origin had room again.",
-    labelNames: ["cap"],
-    registers: [registry],
+    label: "cap",
   });
   let fairness: (() => FairnessSnapshot) | undefined;
-  new Gauge({
-    name: "botdir_webhook_jobs_parked",
-    help: "Deferred jobs this replica will promote when their webhook (cap=webhook) or origin (cap=origin) has room.",
-    labelNames: ["cap"],
-    registers: [registry],
-    collect() {
-      const snap = fairness?.();
-      for (const cap of ["webhook", "origin"] as const) this.set({ cap }, snap?.parked[cap] ?? 0);
-    },
-  });
-  new Gauge({
-    name: "botdir_webhook_caps_full",
-    help: "Webhooks (cap=webhook) and origins (cap=origin) with their maximum of attempts in flight in this replica.",
-    labelNames: ["cap"],
-    registers: [registry],
-    collect() {
-      const snap = fairness?.();
-      for (const cap of ["webhook", "origin"] as const) this.set({ cap }, snap?.atCap[cap] ?? 0);
-    },
-  });
-  for (const cap of ["webhook", "origin"] as const) {
-    deferred.inc({ cap }, 0);
-    woken.inc({ cap }, 0);
-  }
+  /** Per cap, one of the fairness snapshot's counts, read at scrape time (0 until watchFairness). */
+  const capGauge = (name: string, help: string, counts: keyof FairnessSnapshot) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ["cap"],
+      registers: [registry],
+      collect() {
+        const snap = fairness?.();
+        for (const cap of CAPS) this.set({ cap }, snap?.[counts][cap] ?? 0);
+      },
+    });
+  capGauge(
+    "botdir_webhook_jobs_parked",
+    "Deferred jobs this replica will promote when their webhook (cap=webhook) or origin (cap=origin) has room.",
+    "parked",
+  );
+  capGauge(
+    "botdir_webhook_caps_full",
+    "Webhooks (cap=webhook) and origins (cap=origin) with their maximum of attempts in flight in this replica.",
+    "atCap",
+  );
 
   // Start the first attempt's delivered series at zero, so rate() and ratios work from the start.
   attempts.inc({ outcome: "delivered", error_kind: "none", attempt: "1" }, 0);
@@ -158,8 +158,8 @@ export function createDispatcherMetrics(options: DispatcherMetricsOptions = {}):
 
   return {
     registry,
-    deferred: (cap) => deferred.inc({ cap }),
-    woken: (cap) => woken.inc({ cap }),
+    deferred: (cap) => deferred[cap].inc(),
+    woken: (cap) => woken[cap].inc(),
     watchFairness(snapshot) {
       fairness = snapshot;
     },

@@ -31,6 +31,7 @@ export interface PathsResult {
   rateLimited: LoadResult;
 }
 
+type Method = "GET" | "POST" | "PUT";
 type Build = () => { path: string; headers?: Record<string, string>; body?: string };
 
 /** The batching counters (botdir_batch_*_total, summed) at an app's /metrics. */
@@ -74,18 +75,21 @@ export async function hotPaths(
     })),
   });
   const randomTokens = Array.from({ length: 10_000 }, () => randomBytes(32).toString("base64url"));
-  const paths: Record<string, { method: "GET" | "POST" | "PUT"; ours: string; build: Build }> = {
-    "GET /check": {
-      method: "GET",
-      ours: stack.apiUrl,
-      build: () => {
-        const i = nextBot();
-        return {
-          path: `/api/v1/bots/${botId(i)}/check?userId=${userId(1 + (i % 2))}`,
-          headers: { authorization: seeded.tokens[i] as string },
-        };
-      },
+  /** The next bot in turn asks `/api/v1/bots/<its id><rest(i)>` (i its index) with its own token. */
+  const ownBot = (method: Method, rest: (i: number) => string, body?: string) => ({
+    method,
+    ours: stack.apiUrl,
+    build: () => {
+      const i = nextBot();
+      return {
+        path: `/api/v1/bots/${botId(i)}${rest(i)}`,
+        headers: { authorization: seeded.tokens[i] as string },
+        ...(body === undefined ? {} : { body }),
+      };
     },
+  });
+  const paths: Record<string, { method: Method; ours: string; build: Build }> = {
+    "GET /check": ownBot("GET", (i) => `/check?userId=${userId(1 + (i % 2))}`),
     "POST /stats": {
       method: "POST",
       ours: stack.apiUrl,
@@ -98,29 +102,8 @@ export async function hotPaths(
         };
       },
     },
-    "PUT /commands (100)": {
-      method: "PUT",
-      ours: stack.apiUrl,
-      build: () => {
-        const i = nextBot();
-        return {
-          path: `/api/v1/bots/${botId(i)}/commands`,
-          headers: { authorization: seeded.tokens[i] as string },
-          body: commands,
-        };
-      },
-    },
-    "GET /votes?limit=100": {
-      method: "GET",
-      ours: stack.apiUrl,
-      build: () => {
-        const i = nextBot();
-        return {
-          path: `/api/v1/bots/${botId(i)}/votes?limit=100`,
-          headers: { authorization: seeded.tokens[i] as string },
-        };
-      },
-    },
+    "PUT /commands (100)": ownBot("PUT", () => "/commands", commands),
+    "GET /votes?limit=100": ownBot("GET", () => "/votes?limit=100"),
     "POST /internal/v1/votes": {
       method: "POST",
       ours: stack.ingestUrl,
@@ -184,7 +167,7 @@ export async function hotPaths(
     rateLimited: { rps: 0, p50: 0, p99: 0, non2xx: 0, errors: 0, total: 0 },
   };
   const { only } = settings;
-  const round = (url: string, spec: { method: "GET" | "POST" | "PUT"; build: Build }) =>
+  const round = (url: string, spec: { method: Method; build: Build }) =>
     load({
       url,
       method: spec.method,

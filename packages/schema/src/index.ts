@@ -30,11 +30,10 @@ export {
 } from "./jobs.js";
 export type { JsonObject, SchemaSide } from "./openapi.js";
 export {
-  authorizationHeader,
-  componentSchemas,
   ERROR_COMPONENT,
   errorResponse,
   jsonContent,
+  openApiDocument,
   schemaRef,
   toJsonSchema,
 } from "./openapi.js";

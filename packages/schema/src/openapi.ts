@@ -21,19 +21,45 @@ export function toJsonSchema(schema: z.ZodType, io: SchemaSide): JsonObject {
 }
 
 /** `components.schemas` from named zod schemas: request bodies as input, responses as output. */
-export function componentSchemas(entries: Record<string, [z.ZodType, SchemaSide]>): JsonObject {
+function componentSchemas(entries: Record<string, [z.ZodType, SchemaSide]>): JsonObject {
   return Object.fromEntries(
     Object.entries(entries).map(([name, [schema, io]]) => [name, toJsonSchema(schema, io)]),
   );
 }
 
 /** A security scheme of a credential sent in the Authorization header. */
-export const authorizationHeader = (description: string): JsonObject => ({
+const authorizationHeader = (description: string): JsonObject => ({
   type: "apiKey",
   in: "header",
   name: "Authorization",
   description,
 });
+
+/**
+ * An OpenAPI 3.1 document served from the app's own origin: its paths (and webhooks), one security
+ * scheme of a credential in the Authorization header, and component schemas from named zod schemas.
+ */
+export function openApiDocument(input: {
+  title: string;
+  description: string;
+  paths: JsonObject;
+  webhooks?: JsonObject;
+  /** The security scheme's name (what operations list under `security`) and its description. */
+  security: { scheme: string; description: string };
+  schemas: Record<string, [z.ZodType, SchemaSide]>;
+}): JsonObject {
+  return {
+    openapi: "3.1.0",
+    info: { title: input.title, version: "1.0.0", description: input.description },
+    servers: [{ url: "/" }],
+    paths: input.paths,
+    ...(input.webhooks ? { webhooks: input.webhooks } : {}),
+    components: {
+      securitySchemes: { [input.security.scheme]: authorizationHeader(input.security.description) },
+      schemas: componentSchemas(input.schemas),
+    },
+  };
+}
 
 /** A reference to a component schema. */
 export const schemaRef = (name: string): JsonObject => ({ $ref: `#/components/schemas/${name}` });

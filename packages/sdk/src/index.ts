@@ -4,17 +4,8 @@ export type { Autoposter, AutoposterOptions } from "./autoposter.js";
 export { DEFAULT_AUTOPOST_INTERVAL_MS, startAutoposter } from "./autoposter.js";
 export type { BotDirClientOptions, StatsInput } from "./client.js";
 export { BotDirClient } from "./client.js";
-export type {
-  Command,
-  CommandsResponse,
-  DeliveryAttempt,
-  RedeliverResponse,
-  StatsResponse,
-  Vote,
-  VoteCheckResult,
-  VoteEvent,
-  VotesPage,
-} from "./contract.js";
+// Every type of contract.ts is public: the API's bodies as the SDK's types.
+export type * from "./contract.js";
 export type { WebhookVerificationReason } from "./errors.js";
 export { ApiError, WebhookVerificationError } from "./errors.js";
 export type { RetryOptions } from "./retry.js";

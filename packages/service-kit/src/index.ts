@@ -41,11 +41,12 @@ export {
   sendJson,
   toApiError,
 } from "./http.js";
-export type { HttpMetrics, MetricsRegistryOptions, ScrapeSources } from "./metrics.js";
+export type { CounterSeries, HttpMetrics, MetricsRegistryOptions, ScrapeSources } from "./metrics.js";
 export {
   boundedRead,
   Counter,
   createBatchMetrics,
+  createCounterSeries,
   createHttpMetrics,
   createMetricsRegistry,
   createScrapeSources,

@@ -192,6 +192,31 @@ export function createScrapeSources(registry: Registry, timeoutMs = SCRAPE_TIMEO
   };
 }
 
+/** One series of a counter: what it counts goes up by one, or by `amount`. */
+export interface CounterSeries {
+  inc(amount?: number): void;
+}
+
+/**
+ * A counter with one label, and its series for each of `values`, all present (at 0) from the start
+ * so that rate() and ratios work at once.
+ */
+export function createCounterSeries<V extends string>(
+  registry: Registry,
+  values: readonly V[],
+  counter: { name: string; help: string; label: string },
+): Record<V, CounterSeries> {
+  const { name, help, label } = counter;
+  const labelled = new Counter({ name, help, labelNames: [label], registers: [registry] });
+  return Object.fromEntries(
+    values.map((value) => {
+      const series = labelled.labels({ [label]: value });
+      series.inc(0);
+      return [value, series];
+    }),
+  ) as Record<V, CounterSeries>;
+}
+
 /**
  * `botdir_batch_statements_total{statement}` and `botdir_batch_requests_total{statement}`: the
  * statements createBatcher sent and the requests they answered (their ratio is the mean batch
@@ -201,27 +226,21 @@ export function createBatchMetrics<S extends string>(
   registry: Registry,
   statements: readonly S[],
 ): Record<S, (size: number) => void> {
-  const sent = new Counter({
+  const sent = createCounterSeries(registry, statements, {
     name: "botdir_batch_statements_total",
     help: "Batched hot-path statements sent (the requests of one event-loop turn coalesced into one).",
-    labelNames: ["statement"],
-    registers: [registry],
+    label: "statement",
   });
-  const answered = new Counter({
+  const answered = createCounterSeries(registry, statements, {
     name: "botdir_batch_requests_total",
     help: "Requests answered by batched statements; divided by botdir_batch_statements_total, the mean batch size.",
-    labelNames: ["statement"],
-    registers: [registry],
+    label: "statement",
   });
   return Object.fromEntries(
     statements.map((statement) => {
-      const statementsSent = sent.labels({ statement });
-      const requests = answered.labels({ statement });
-      statementsSent.inc(0);
-      requests.inc(0);
       const observe = (size: number) => {
-        statementsSent.inc();
-        requests.inc(size);
+        sent[statement].inc();
+        answered[statement].inc(size);
       };
       return [statement, observe];
     }),

@@ -9,3 +9,5 @@ export {
 } from "./dns.js";
 export type { AddressVerdict, TargetRules, UrlVerdict } from "./net.js";
 export { checkWebhookUrl, classifyAddress, createSafeLookup, isIpLiteral, TargetRefused } from "./net.js";
+export type { WebhookSigning } from "./request.js";
+export { signedWebhookRequest } from "./request.js";

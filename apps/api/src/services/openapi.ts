@@ -4,13 +4,11 @@
  * A test checks that every route of the router is described here and nothing else.
  */
 import {
-  authorizationHeader,
   BotId,
   COMMAND_LIMITS,
   CommandsBody,
   CommandsPostBody,
   CommandsResponse,
-  componentSchemas,
   DELIVERY_MESSAGES,
   DeliveryAttemptsResponse,
   ErrorBody,
@@ -20,6 +18,7 @@ import {
   jsonContent as json,
   toJsonSchema as jsonSchema,
   MESSAGES,
+  openApiDocument,
   RedeliverResponse,
   schemaRef as ref,
   StatsBody,
@@ -103,7 +102,7 @@ const idParam = {
   schema: jsonSchema(BotId, "input"),
 };
 
-function operation(input: {
+interface OperationInput {
   summary: string;
   description: string;
   endpoint: LimitedEndpoint;
@@ -120,7 +119,9 @@ function operation(input: {
   errorExamples?: Record<number, string>;
   /** An example request body (with `body`) and success body. */
   examples: { request?: unknown; response: unknown };
-}): JsonObject {
+}
+
+function operation(input: OperationInput): JsonObject {
   const responses: Record<string, JsonObject> = {
     [String(input.status ?? 200)]: withExample(
       { description: "OK", headers: rateHeaders, content: json(ref(input.response)) },
@@ -208,8 +209,22 @@ const EXAMPLE_COMMANDS = [
 ];
 const EXAMPLE_DELIVERY_ID = "6fa459ea-ee8a-4ca4-894e-db77e160355e";
 
-const ALIAS_NOTE =
-  "Same as the route with an id, for clients written for top.gg (@top-gg/sdk v3, dblapi.js, topggpy) that leave the id out: the bot is the token's.";
+/**
+ * An operation of the route with the bot's id and of its alias without it, for clients written for
+ * top.gg that leave the id out (the bot is the token's): the same answers, described once.
+ */
+function withAlias(input: Omit<OperationInput, "withId">): { withId: JsonObject; alias: JsonObject } {
+  return {
+    withId: operation({ ...input, withId: true }),
+    alias: operation({
+      ...input,
+      withId: false,
+      summary: `${input.summary} (bot from the token)`,
+      description:
+        "Same as the route with an id, for clients written for top.gg (@top-gg/sdk v3, dblapi.js, topggpy) that leave the id out: the bot is the token's.",
+    }),
+  };
+}
 
 function buildPaths(): JsonObject {
   const commands = operation({
@@ -233,70 +248,60 @@ function buildPaths(): JsonObject {
     errors: [400, 401, 404, 413, 429, 500],
     examples: { request: EXAMPLE_COMMANDS, response: { success: true, count: 2 } },
   });
-  const stats = (withId: boolean) =>
-    operation({
-      summary: withId ? "Report the server count" : "Report the server count (bot from the token)",
-      description: withId
-        ? "`server_count`, or its aliases `guilds` (discordbotlist.com) and `guildCount` (discord.bots.gg). `server_count` may be an array of per-shard counts, and a non-empty `shards` array is summed. A post with `shard_id` (or `shardId`) is that shard's count: the bot's count becomes the sum of its shards' latest counts, and a `shard_count` (or `shardCount`) drops the shards at or beyond it; a post without a shard id (or with a per-shard array) sets the total and clears the shard counts. `server_count` in the answer is the count posted. Other extra fields are ignored. The check-in time is written on every post."
-        : ALIAS_NOTE,
-      endpoint: "stats",
-      withId,
-      body: "StatsBody",
-      response: "StatsResponse",
-      errors: [400, 401, 404, 413, 429, 500],
-      errorExamples: { 400: "server_count must be a number." },
-      examples: { request: { server_count: 1482 }, response: { success: true, server_count: 1482 } },
-    });
-  const check = (withId: boolean) =>
-    operation({
-      summary: withId ? "Check a user's vote" : "Check a user's vote (bot from the token)",
-      description: withId
-        ? "Inside the 12-hour window: `voted` 1, `hasVoted` true, `votedAt`, `nextVoteAt` = votedAt + 12 h. Outside: `voted` 0, `hasVoted` false, both timestamps null."
-        : ALIAS_NOTE,
-      endpoint: "check",
-      withId,
-      parameters: [userIdParam],
-      response: "VoteCheckResult",
-      errors: [400, 401, 404, 429],
-      errorExamples: { 400: "userId is required." },
-      examples: {
-        response: {
-          voted: 1,
-          hasVoted: true,
-          votedAt: "2026-11-21T09:15:30.789Z",
-          nextVoteAt: "2026-11-21T21:15:30.789Z",
-        },
+  const stats = withAlias({
+    summary: "Report the server count",
+    description:
+      "`server_count`, or its aliases `guilds` (discordbotlist.com) and `guildCount` (discord.bots.gg). `server_count` may be an array of per-shard counts, and a non-empty `shards` array is summed. A post with `shard_id` (or `shardId`) is that shard's count: the bot's count becomes the sum of its shards' latest counts, and a `shard_count` (or `shardCount`) drops the shards at or beyond it; a post without a shard id (or with a per-shard array) sets the total and clears the shard counts. `server_count` in the answer is the count posted. Other extra fields are ignored. The check-in time is written on every post.",
+    endpoint: "stats",
+    body: "StatsBody",
+    response: "StatsResponse",
+    errors: [400, 401, 404, 413, 429, 500],
+    errorExamples: { 400: "server_count must be a number." },
+    examples: { request: { server_count: 1482 }, response: { success: true, server_count: 1482 } },
+  });
+  const check = withAlias({
+    summary: "Check a user's vote",
+    description:
+      "Inside the 12-hour window: `voted` 1, `hasVoted` true, `votedAt`, `nextVoteAt` = votedAt + 12 h. Outside: `voted` 0, `hasVoted` false, both timestamps null.",
+    endpoint: "check",
+    parameters: [userIdParam],
+    response: "VoteCheckResult",
+    errors: [400, 401, 404, 429],
+    errorExamples: { 400: "userId is required." },
+    examples: {
+      response: {
+        voted: 1,
+        hasVoted: true,
+        votedAt: "2026-11-21T09:15:30.789Z",
+        nextVoteAt: "2026-11-21T21:15:30.789Z",
       },
-    });
-  const votes = (withId: boolean) =>
-    operation({
-      summary: withId ? "List votes" : "List votes (bot from the token)",
-      description: withId
-        ? `Without \`since\` and \`cursor\`: the newest \`limit\` votes, newest first, from the append-only vote log, and no \`nextCursor\`.\n\nWith \`since\` and/or \`cursor\` (catching up after downtime): the votes at or after \`since\` and after the cursor's vote (both apply when both are given), OLDEST first, \`limit\` per page (clamped ${VOTES_LIMIT.min}..${VOTES_LIMIT.max}, default ${VOTES_LIMIT.default}), with \`nextCursor\` while more follow (absent on the last page). A vote is listed this way once it is ${VOTE_CURSOR_SETTLE_MS / 1000} seconds old (late commits never fall behind a cursor); to poll later, pass the last \`voted_at\` received as \`since\` and skip the vote repeated at that instant. Each page is a keyset read of the log's index: its cost does not grow with the log.`
-        : ALIAS_NOTE,
-      endpoint: "votes",
-      withId,
-      parameters: [limitParam, sinceParam, cursorParam],
-      response: "VotesPage",
-      errors: [400, 401, 404, 429],
-      errorNotes: {
-        400: "Only with `since` or `cursor`: `since` is not an ISO 8601 date-time with a time zone, the cursor is malformed, or it is another bot's.",
+    },
+  });
+  const votes = withAlias({
+    summary: "List votes",
+    description: `Without \`since\` and \`cursor\`: the newest \`limit\` votes, newest first, from the append-only vote log, and no \`nextCursor\`.\n\nWith \`since\` and/or \`cursor\` (catching up after downtime): the votes at or after \`since\` and after the cursor's vote (both apply when both are given), OLDEST first, \`limit\` per page (clamped ${VOTES_LIMIT.min}..${VOTES_LIMIT.max}, default ${VOTES_LIMIT.default}), with \`nextCursor\` while more follow (absent on the last page). A vote is listed this way once it is ${VOTE_CURSOR_SETTLE_MS / 1000} seconds old (late commits never fall behind a cursor); to poll later, pass the last \`voted_at\` received as \`since\` and skip the vote repeated at that instant. Each page is a keyset read of the log's index: its cost does not grow with the log.`,
+    endpoint: "votes",
+    parameters: [limitParam, sinceParam, cursorParam],
+    response: "VotesPage",
+    errors: [400, 401, 404, 429],
+    errorNotes: {
+      400: "Only with `since` or `cursor`: `since` is not an ISO 8601 date-time with a time zone, the cursor is malformed, or it is another bot's.",
+    },
+    errorExamples: { 400: CURSOR_MESSAGES.foreign },
+    examples: {
+      response: {
+        votes: [
+          { user_id: "223456789012345678", voted_at: "2026-11-21T06:00:04.120Z" },
+          { user_id: "323456789012345678", voted_at: "2026-11-21T06:02:51.007Z" },
+        ],
+        nextCursor: encodeVoteCursor({
+          botId: "123456789012345678",
+          votedAtMs: Date.parse("2026-11-21T06:02:51.007Z"),
+          id: "4711",
+        }),
       },
-      errorExamples: { 400: CURSOR_MESSAGES.foreign },
-      examples: {
-        response: {
-          votes: [
-            { user_id: "223456789012345678", voted_at: "2026-11-21T06:00:04.120Z" },
-            { user_id: "323456789012345678", voted_at: "2026-11-21T06:02:51.007Z" },
-          ],
-          nextCursor: encodeVoteCursor({
-            botId: "123456789012345678",
-            votedAtMs: Date.parse("2026-11-21T06:02:51.007Z"),
-            id: "4711",
-          }),
-        },
-      },
-    });
+    },
+  });
   const deliveries = operation({
     summary: "List webhook delivery attempts",
     description:
@@ -354,12 +359,12 @@ function buildPaths(): JsonObject {
     "/api/v1/bots/{id}/commands": { put: commands, post: commandsAlias },
     "/api/v1/bots/{id}/webhook/deliveries": { get: deliveries },
     "/api/v1/bots/{id}/webhook/deliveries/{deliveryId}/redeliver": { post: redeliver },
-    "/api/v1/bots/{id}/stats": { post: stats(true) },
-    "/api/v1/bots/stats": { post: stats(false) },
-    "/api/v1/bots/{id}/check": { get: check(true) },
-    "/api/v1/bots/check": { get: check(false) },
-    "/api/v1/bots/{id}/votes": { get: votes(true) },
-    "/api/v1/bots/votes": { get: votes(false) },
+    "/api/v1/bots/{id}/stats": { post: stats.withId },
+    "/api/v1/bots/stats": { post: stats.alias },
+    "/api/v1/bots/{id}/check": { get: check.withId },
+    "/api/v1/bots/check": { get: check.alias },
+    "/api/v1/bots/{id}/votes": { get: votes.withId },
+    "/api/v1/bots/votes": { get: votes.alias },
     "/api/health": {
       get: {
         summary: "Health",
@@ -502,37 +507,30 @@ function buildWebhooks(): JsonObject {
 }
 
 export function buildOpenApi(): JsonObject {
-  return {
-    openapi: "3.1.0",
-    info: {
-      title: "Bot Listing Directory API",
-      version: "1.0.0",
-      description:
-        "Publish a bot's commands and server count, check and list votes, and receive a signed `vote.create` webhook for each vote. Errors are `{error}` (+ `retryAfter` on 429). Readable at `GET /docs`.",
-    },
-    servers: [{ url: "/" }],
+  return openApiDocument({
+    title: "Bot Listing Directory API",
+    description:
+      "Publish a bot's commands and server count, check and list votes, and receive a signed `vote.create` webhook for each vote. Errors are `{error}` (+ `retryAfter` on 429). Readable at `GET /docs`.",
     paths: buildPaths(),
     webhooks: buildWebhooks(),
-    components: {
-      securitySchemes: {
-        botToken: authorizationHeader(
-          "The bot's API token: bare, `Bearer <token>` or `Bot <token>` (scheme names case-insensitive).",
-        ),
-      },
-      schemas: componentSchemas({
-        CommandsBody: [CommandsBody, "input"],
-        CommandsPostBody: [CommandsPostBody, "input"],
-        CommandsResponse: [CommandsResponse, "output"],
-        StatsBody: [StatsBody, "input"],
-        StatsResponse: [StatsResponse, "output"],
-        VoteCheckResult: [VoteCheckResult, "output"],
-        VotesPage: [VotesPage, "output"],
-        DeliveryAttemptsResponse: [DeliveryAttemptsResponse, "output"],
-        RedeliverResponse: [RedeliverResponse, "output"],
-        Error: [ErrorBody, "output"],
-        Health: [HealthBody, "output"],
-        WebhookPayload: [WebhookPayload, "output"],
-      }),
+    security: {
+      scheme: "botToken",
+      description:
+        "The bot's API token: bare, `Bearer <token>` or `Bot <token>` (scheme names case-insensitive).",
     },
-  };
+    schemas: {
+      CommandsBody: [CommandsBody, "input"],
+      CommandsPostBody: [CommandsPostBody, "input"],
+      CommandsResponse: [CommandsResponse, "output"],
+      StatsBody: [StatsBody, "input"],
+      StatsResponse: [StatsResponse, "output"],
+      VoteCheckResult: [VoteCheckResult, "output"],
+      VotesPage: [VotesPage, "output"],
+      DeliveryAttemptsResponse: [DeliveryAttemptsResponse, "output"],
+      RedeliverResponse: [RedeliverResponse, "output"],
+      Error: [ErrorBody, "output"],
+      Health: [HealthBody, "output"],
+      WebhookPayload: [WebhookPayload, "output"],
+    },
+  });
 }

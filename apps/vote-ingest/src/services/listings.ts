@@ -138,11 +138,17 @@ export function createListings(deps: ListingsDeps) {
     }
   }
 
-  async function requireBot(id: string): Promise<{ status: BotStatusName }> {
-    const bot = await prisma.bot.findUnique({ where: { id }, select: { status: true } });
+  /** The `select`ed fields of the bot; a 404 when there is no such bot. */
+  async function findBot<S extends Prisma.BotSelect>(
+    id: string,
+    select: S,
+  ): Promise<Prisma.BotGetPayload<{ select: S }>> {
+    const bot = await prisma.bot.findUnique({ where: { id }, select });
     if (!bot) throw notFound();
     return bot;
   }
+
+  const requireBot = (id: string): Promise<{ status: BotStatusName }> => findBot(id, { status: true });
 
   return {
     /** Submits a bot (pending), or approves it at once with `approve`. */
@@ -235,11 +241,7 @@ export function createListings(deps: ListingsDeps) {
      * without dropping deliveries; Authorization and X-Webhook-Signature-256 use the new one at once.
      */
     async rotateSecret(id: string): Promise<{ id: string; secret: string }> {
-      const bot = await prisma.bot.findUnique({
-        where: { id },
-        select: { webhookUrl: true, webhookSecretEncrypted: true },
-      });
-      if (!bot) throw notFound();
+      const bot = await findBot(id, { webhookUrl: true, webhookSecretEncrypted: true });
       if (!bot.webhookUrl || !bot.webhookSecretEncrypted) throw new ApiError("conflict", NO_WEBHOOK);
       if (!deps.secretBox) throw new ApiError("unavailable", NO_ENCRYPTION_KEY);
       const secret = generateWebhookSecret();
@@ -262,8 +264,7 @@ export function createListings(deps: ListingsDeps) {
 
     /** Re-enables a webhook disabled as dead or gone (410); an active one stays active. */
     async enableWebhook(id: string): Promise<{ id: string; state: WebhookState }> {
-      const bot = await prisma.bot.findUnique({ where: { id }, select: { webhookUrl: true } });
-      if (!bot) throw notFound();
+      const bot = await findBot(id, { webhookUrl: true });
       if (!bot.webhookUrl) throw new ApiError("conflict", NO_WEBHOOK);
       const now = deps.clock.now();
       await prisma.bot.updateMany({
@@ -279,16 +280,12 @@ export function createListings(deps: ListingsDeps) {
      * At most testEventsPerMinute per bot (429 with retryAfter beyond).
      */
     async sendTestEvent(id: string): Promise<TestOutcome> {
-      const bot = await prisma.bot.findUnique({
-        where: { id },
-        select: {
-          webhookUrl: true,
-          webhookSecretEncrypted: true,
-          webhookPreviousSecretEncrypted: true,
-          webhookPreviousSecretUntil: true,
-        },
+      const bot = await findBot(id, {
+        webhookUrl: true,
+        webhookSecretEncrypted: true,
+        webhookPreviousSecretEncrypted: true,
+        webhookPreviousSecretUntil: true,
       });
-      if (!bot) throw notFound();
       if (!bot.webhookUrl || !bot.webhookSecretEncrypted) throw new ApiError("conflict", NO_WEBHOOK);
       if (!deps.secretBox) throw new ApiError("unavailable", NO_ENCRYPTION_KEY);
       const now = deps.clock.now();
@@ -386,24 +383,20 @@ export function createListings(deps: ListingsDeps) {
 
     /** The listing as the edit page shows it: no token, no secret. */
     async getBot(id: string): Promise<ListingView> {
-      const bot = await prisma.bot.findUnique({
-        where: { id },
-        select: {
-          id: true,
-          status: true,
-          approvedAt: true,
-          commands: true,
-          serverCount: true,
-          checkedInAt: true,
-          webhookUrl: true,
-          webhookDisabledAt: true,
-          webhookDisabledReason: true,
-          tokenHash: true,
-          tokenCreatedAt: true,
-          createdAt: true,
-        },
+      const bot = await findBot(id, {
+        id: true,
+        status: true,
+        approvedAt: true,
+        commands: true,
+        serverCount: true,
+        checkedInAt: true,
+        webhookUrl: true,
+        webhookDisabledAt: true,
+        webhookDisabledReason: true,
+        tokenHash: true,
+        tokenCreatedAt: true,
+        createdAt: true,
       });
-      if (!bot) throw notFound();
       return {
         id: bot.id,
         status: bot.status,

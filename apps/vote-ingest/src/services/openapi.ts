@@ -5,17 +5,16 @@
  * documented, and that real responses validate against the documented schemas.
  */
 import {
-  authorizationHeader,
   BotId,
   CastVoteBody,
   CastVoteResponse,
-  componentSchemas,
   DELIVERY_MESSAGES,
   ErrorBody,
   errorResponse,
   HealthBody,
   type JsonObject,
   jsonContent,
+  openApiDocument,
   schemaRef,
   toJsonSchema,
   VoteConflict,
@@ -317,41 +316,34 @@ function buildPaths(): JsonObject {
 }
 
 export function buildOpenApi(): JsonObject {
-  return {
-    openapi: "3.1.0",
-    info: {
-      title: "Bot Listing Directory: vote-ingest internal API",
-      version: "1.0.0",
-      description:
-        "The internal listener (INGEST_PORT): votes cast by the site and listing management for the edit page. Never expose it to the internet. Errors are the public API's body, `{error}` with one sentence. Another method on a known path is a 405 with an `Allow` header; an unknown path a 404 `No such endpoint.`",
-    },
-    servers: [{ url: "/" }],
+  return openApiDocument({
+    title: "Bot Listing Directory: vote-ingest internal API",
+    description:
+      "The internal listener (INGEST_PORT): votes cast by the site and listing management for the edit page. Never expose it to the internet. Errors are the public API's body, `{error}` with one sentence. Another method on a known path is a 405 with an `Allow` header; an unknown path a 404 `No such endpoint.`",
     paths: buildPaths(),
-    components: {
-      securitySchemes: {
-        internalKey: authorizationHeader(
-          "INTERNAL_API_KEY, bare or as `Bearer <key>`, compared in constant time. Held by the site frontend and operators only.",
-        ),
-      },
-      schemas: componentSchemas({
-        CastVoteBody: [CastVoteBody, "input"],
-        CastVoteResponse: [CastVoteResponse, "output"],
-        VoteConflict: [VoteConflict, "output"],
-        CreateBotBody: [CreateBotBody, "input"],
-        BotSummary: [ListingSummary, "output"],
-        TokenResponse: [TokenResponse, "output"],
-        SetWebhookBody: [SetWebhookBody, "input"],
-        WebhookSetResponse: [WebhookSetResponse, "output"],
-        WebhookClearedResponse: [WebhookClearedResponse, "output"],
-        DeliveryAttemptsResponse: [DeliveryAttemptsResponse, "output"],
-        RedeliverResponse: [RedeliverResponse, "output"],
-        SecretRotatedResponse: [SecretRotatedResponse, "output"],
-        TestEventResponse: [TestEventResponse, "output"],
-        WebhookEnabledResponse: [WebhookEnabledResponse, "output"],
-        Listing: [Listing, "output"],
-        Error: [ErrorBody, "output"],
-        Health: [HealthBody, "output"],
-      }),
+    security: {
+      scheme: "internalKey",
+      description:
+        "INTERNAL_API_KEY, bare or as `Bearer <key>`, compared in constant time. Held by the site frontend and operators only.",
     },
-  };
+    schemas: {
+      CastVoteBody: [CastVoteBody, "input"],
+      CastVoteResponse: [CastVoteResponse, "output"],
+      VoteConflict: [VoteConflict, "output"],
+      CreateBotBody: [CreateBotBody, "input"],
+      BotSummary: [ListingSummary, "output"],
+      TokenResponse: [TokenResponse, "output"],
+      SetWebhookBody: [SetWebhookBody, "input"],
+      WebhookSetResponse: [WebhookSetResponse, "output"],
+      WebhookClearedResponse: [WebhookClearedResponse, "output"],
+      DeliveryAttemptsResponse: [DeliveryAttemptsResponse, "output"],
+      RedeliverResponse: [RedeliverResponse, "output"],
+      SecretRotatedResponse: [SecretRotatedResponse, "output"],
+      TestEventResponse: [TestEventResponse, "output"],
+      WebhookEnabledResponse: [WebhookEnabledResponse, "output"],
+      Listing: [Listing, "output"],
+      Error: [ErrorBody, "output"],
+      Health: [HealthBody, "output"],
+    },
+  });
 }

@@ -9,13 +9,12 @@
 import http from "node:http";
 import https from "node:https";
 import { performance } from "node:perf_hooks";
-import { WEBHOOK_HEADERS, WEBHOOK_USER_AGENT } from "@botdir/schema";
-import { sign, standardHeaders } from "@botdir/signing";
 import {
   classifyAddress,
   createSafeLookup,
   isIpLiteral,
   type Resolver,
+  signedWebhookRequest,
   systemResolver,
 } from "@botdir/webhook-targets";
 
@@ -54,7 +53,7 @@ function classify(error: NodeJS.ErrnoException | undefined): string {
   return "connection";
 }
 
-/** The exact request of a test event: the same headers as a delivery, event `webhook.test`. */
+/** The exact request of a test event: signed as a delivery (signedWebhookRequest), event `webhook.test`. */
 export function buildTestRequest(input: {
   id: string;
   botId: string;
@@ -68,24 +67,8 @@ export function buildTestRequest(input: {
     test: true,
     sent_at: input.now.toISOString(),
   };
-  const body = Buffer.from(JSON.stringify(payload), "utf8");
-  return {
-    body,
-    headers: {
-      "Content-Type": "application/json",
-      "User-Agent": WEBHOOK_USER_AGENT,
-      Authorization: input.secret,
-      [WEBHOOK_HEADERS.event]: TEST_EVENT,
-      [WEBHOOK_HEADERS.delivery]: input.id,
-      [WEBHOOK_HEADERS.signature]: sign(input.secret, body),
-      ...standardHeaders(
-        input.previousSecret ? [input.secret, input.previousSecret] : [input.secret],
-        input.id,
-        input.now,
-        body,
-      ),
-    },
-  };
+  const { id, secret, previousSecret, now } = input;
+  return signedWebhookRequest(payload, { id, secret, previousSecret, signedAt: now });
 }
 
 /** Sends one request; never rejects. */
