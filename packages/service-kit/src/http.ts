@@ -396,6 +396,7 @@ export function trackConnections(server: Server): void {
 export function closeServer(server: Server, idleGraceMs = CLOSE_IDLE_GRACE_MS): Promise<void> {
   const connections = tracked.get(server);
   return new Promise((resolve, reject) => {
+    let sweep: NodeJS.Timeout | undefined;
     const done = (error?: Error) => {
       clearInterval(sweep);
       if (error) reject(error);
@@ -404,7 +405,7 @@ export function closeServer(server: Server, idleGraceMs = CLOSE_IDLE_GRACE_MS): 
     if (!connections) {
       // A server without tracking: Node's close(), which drops idle connections now and as they
       // go idle (they would otherwise hold it open until the client's keep-alive timeout).
-      const sweep = setInterval(() => server.closeIdleConnections(), 100);
+      sweep = setInterval(() => server.closeIdleConnections(), 100);
       server.close(done);
       return;
     }
@@ -417,7 +418,7 @@ export function closeServer(server: Server, idleGraceMs = CLOSE_IDLE_GRACE_MS): 
         if (state.inFlight === 0 && now - state.lastActive >= idleGraceMs) socket.destroy();
       }
     };
-    const sweep = setInterval(closeQuiet, Math.max(10, Math.min(100, idleGraceMs / 4)));
+    sweep = setInterval(closeQuiet, Math.max(10, Math.min(100, idleGraceMs / 4)));
     // net.Server's close: stop listening and call back once every connection has closed, without
     // http.Server's immediate drop of idle connections.
     netServerClose.call(server, done);

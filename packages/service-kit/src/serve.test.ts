@@ -1,3 +1,4 @@
+import http from "node:http";
 import net from "node:net";
 import { z } from "zod";
 import { checkHttpTimeouts, EnvFields, httpTimeoutsOf, parseEnv } from "./env.js";
@@ -136,7 +137,7 @@ describe("closeServer: no reset for a request already on its way", () => {
   }
 
   /** A raw connection the server has accepted (counted by it), with everything it receives. */
-  async function openConnection(server: ReturnType<typeof createHttpServer>, port: number) {
+  async function openConnection(server: http.Server, port: number) {
     const socket = net.connect(port, "127.0.0.1");
     let received = "";
     socket.on("data", (chunk: Buffer) => {
@@ -203,5 +204,17 @@ describe("closeServer: no reset for a request already on its way", () => {
     expect(await conn.closed).toEqual({});
     // One answer: the keep-alive response, without Connection: close (it came before the close).
     expect(conn.received().match(/HTTP\/1\.1 200/g)).toHaveLength(1);
+  });
+
+  it("when the server was not made by createHttpServer (no connection tracking), then its idle keep-alive connection is dropped and the close completes", async () => {
+    const server = http.createServer((_req, res) => res.end("answered"));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const conn = await openConnection(server, (server.address() as net.AddressInfo).port);
+    await exchange(conn, 1);
+
+    await closeServer(server);
+
+    expect(await conn.closed).toEqual({});
+    expect(server.listening).toBe(false);
   });
 });
