@@ -15,7 +15,6 @@ import {
 import type { Express } from "express";
 import request from "supertest";
 import type { ZodType } from "zod";
-import type { ApiApp } from "../src/app.js";
 import { useHarness } from "./support.js";
 
 const { h, app } = useHarness();
