@@ -10,7 +10,9 @@
  * `vote.create` job of its own (jobId = the delivery id, delayed until it may run, carrying the
  * attempts that remain), and the batch completes. Should that add fail, the delivery stays pending
  * in PostgreSQL and the outbox relay hands it off once it is stale. Every attempt, of either job
- * kind, holds one of the replica's DISPATCHER_CONCURRENCY attempt slots (src/attempt-slots.ts).
+ * kind, holds one of the replica's DISPATCHER_CONCURRENCY attempt slots (src/attempt-slots.ts). A
+closing worker finishes the attempts it started; those still waiting for a slot go back to the
+queue (a batch item to a job of its own), so a shutdown is not held up by a batch's later items.
  *
  * Fairness (src/fairness.ts): before the claim, a job takes a slot of its bot's webhook and of its
  * origin. When either is full the job is moved back to delayed (no attempt claimed, no worker slot
@@ -116,8 +118,14 @@ export function leaseMs(config: Pick<DispatcherConfig, "timeoutMs" | "lockDurati
 
 type Refusal = Extract<Admission, { ok: false }>;
 
-/** One delivery through fairness and the handler: refused by a cap, or the handler's result. */
-type AttemptRun = { kind: "refused"; refusal: Refusal } | { kind: "ran"; result: DeliverResult };
+/**
+ * One delivery through fairness and the handler: refused by a cap, not started because the worker
+ * is closing, or the handler's result.
+ */
+type AttemptRun =
+  | { kind: "refused"; refusal: Refusal }
+  | { kind: "closing" }
+  | { kind: "ran"; result: DeliverResult };
 
 export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherConfig): DispatcherWorker {
   const send = createWebhookSender({
@@ -138,6 +146,7 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
   });
   deps.metrics?.watchFairness?.(() => fairness.snapshot());
   const slots = createAttemptSlots(config.concurrency);
+  let closing = false;
   // Adds the `vote.create` jobs of batch items, on the worker's connection (closed with the worker).
   const producer = new Queue(QUEUES.webhookDeliveries, {
     connection: deps.redis,
@@ -199,6 +208,9 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
   async function attempt(data: unknown, botId: string | null): Promise<AttemptRun> {
     await slots.acquire();
     try {
+      // A closing worker waits for the attempts it started, not for those still waiting for a
+      // slot (a batch's items can queue many timeouts deep): they go back to the queue.
+      if (closing) return { kind: "closing" };
       const admission = botId === null ? null : fairness.admit(botId);
       if (admission && !admission.ok) {
         deps.metrics?.deferred?.(admission.cap);
@@ -239,6 +251,10 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     if (run.kind === "refused") {
       await job.moveToDelayed(deps.clock.now().getTime() + run.refusal.retryInMs, token);
       park(run.refusal, job);
+      throw new DelayedError();
+    }
+    if (run.kind === "closing") {
+      await job.moveToDelayed(deps.clock.now().getTime(), token);
       throw new DelayedError();
     }
     const { result } = run;
@@ -301,6 +317,7 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       const at = new Date(deps.clock.now().getTime() + run.refusal.retryInMs);
       return handed(await alone(0, at, run.refusal));
     }
+    if (run.kind === "closing") return handed(await alone(0, deps.clock.now()));
     const { result } = run;
     switch (result.kind) {
       case "wait":
@@ -348,6 +365,9 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
   });
   // Idle keep-alive connections to receivers go once the worker has finished its last attempt;
   // the producer queue shares the worker's connection, so closing it releases only its listeners.
+  worker.on("closing", () => {
+    closing = true;
+  });
   worker.on("closed", () => {
     send.close();
     void producer.close().catch(() => {});

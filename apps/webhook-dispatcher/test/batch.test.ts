@@ -187,4 +187,36 @@ describe("vote.batch jobs", () => {
       [2, 204, null],
     ]);
   });
+
+  // Last: it closes the file's worker (a replacement delivers what it handed back).
+  it("when the worker closes while batch items wait for an attempt slot, then it finishes the attempts in flight only and hands the waiting items to jobs of their own, which another worker delivers once", async () => {
+    const { receiver } = await countingReceiver(() => ({ status: 204, delayMs: 800 }));
+    const arranged = await Promise.all(
+      Array.from({ length: 9 }, (_, i) => h.arrange(receiver.url(`/closing/${i}`))),
+    );
+    const deliveries = arranged.map((a) => a.delivery);
+    const jobId = await h.handOffBatch(deliveries.map((d) => ({ id: d.id, botId: d.botId })));
+    await waitFor(() => receiver.requests.length === CONCURRENCY, "the first attempts to reach the receiver");
+
+    await h.worker.close();
+
+    expect(receiver.requests).toHaveLength(CONCURRENCY);
+    expect(batchResults.get(jobId)).toEqual({
+      kind: "batch",
+      finished: CONCURRENCY,
+      handedOff: 9 - CONCURRENCY,
+      left: 0,
+    });
+    const started = new Set(idsOf(receiver.requests));
+    const waiting = deliveries.filter((d) => !started.has(d.id));
+    for (const d of waiting) {
+      const job = await h.queue.getJob(d.id);
+      expect(job?.name).toBe("vote.create");
+      expect(await job?.getState()).toBe("waiting");
+    }
+
+    await h.addWorker({ concurrency: CONCURRENCY, timeoutMs: 2_000 });
+    for (const d of deliveries) await h.waitForState(d.id, "delivered");
+    expect(idsOf(receiver.requests).sort()).toEqual(deliveries.map((d) => d.id).sort());
+  });
 });
