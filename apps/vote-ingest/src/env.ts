@@ -1,4 +1,4 @@
-import { DEFAULT_QUEUE_PREFIX } from "@botdir/schema";
+import { DEFAULT_QUEUE_PREFIX, DELIVERY_BATCH_MAX } from "@botdir/schema";
 import {
   checkHttpTimeouts,
   checkKeyRing,
@@ -9,6 +9,7 @@ import {
 } from "@botdir/service-kit";
 import { isDnsServerAddress } from "@botdir/webhook-targets";
 import { z } from "zod";
+import { DEFAULT_DELIVERY_JOB_BATCH_MAX } from "./outbox/queue.js";
 
 /** How long a rotated-out webhook secret keeps signing beside the new one (default 24 h). */
 const SecretOverlap = z.coerce
@@ -48,6 +49,16 @@ export const IngestEnv = z
     OUTBOX_STALE_MS: z.coerce.number().int().min(1_000).max(86_400_000).default(60_000),
     /** BullMQ key prefix; must be the dispatcher's QUEUE_PREFIX. */
     QUEUE_PREFIX: z.string().min(1).max(100).default(DEFAULT_QUEUE_PREFIX),
+    /**
+     * Most due deliveries of one event-loop turn handed off as one `vote.batch` job; 1 adds one
+     * `vote.create` job per delivery.
+     */
+    DELIVERY_JOB_BATCH_MAX: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(DELIVERY_BATCH_MAX)
+      .default(DEFAULT_DELIVERY_JOB_BATCH_MAX),
     WEBHOOK_SECRET_OVERLAP_MS: SecretOverlap,
   })
   .superRefine((env, ctx) => {

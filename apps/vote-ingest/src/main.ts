@@ -15,7 +15,13 @@ const connections = connectionsOf(env, logger);
 const db = createDb(connections.database);
 // A producer: fail fast while Redis is down (the vote still gets its 201; the relay hands off later).
 const redis = createRedis(connections.redis, "fail-fast");
-const deliveryQueue = createDeliveryQueue({ db, redis, prefix: env.QUEUE_PREFIX, logger });
+const deliveryQueue = createDeliveryQueue({
+  db,
+  redis,
+  prefix: env.QUEUE_PREFIX,
+  logger,
+  batchMax: env.DELIVERY_JOB_BATCH_MAX,
+});
 const relay = createOutboxRelay({
   db,
   queue: deliveryQueue,

@@ -31,4 +31,19 @@ describe("vote-ingest environment", () => {
       HTTP_REQUEST_TIMEOUT_MS: 90_000,
     });
   });
+
+  it("reads DELIVERY_JOB_BATCH_MAX (default 16, from 1 to 32) and refuses other values with one line naming it", () => {
+    const env = (value?: string) =>
+      parseEnv(IngestEnv, {
+        ...base,
+        INTERNAL_API_KEY: "k".repeat(32),
+        ...(value === undefined ? {} : { DELIVERY_JOB_BATCH_MAX: value }),
+      });
+    expect(env().DELIVERY_JOB_BATCH_MAX).toBe(16);
+    expect(env("1").DELIVERY_JOB_BATCH_MAX).toBe(1);
+    expect(env("32").DELIVERY_JOB_BATCH_MAX).toBe(32);
+    for (const bad of ["0", "33", "4.5", "many"]) {
+      expect(() => env(bad)).toThrow(/^Invalid environment: DELIVERY_JOB_BATCH_MAX /);
+    }
+  });
 });

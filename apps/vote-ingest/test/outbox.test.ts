@@ -224,35 +224,107 @@ describe("outbox relay", () => {
 });
 
 describe("request-path hand-off", () => {
-  it("when several votes are handed off in one event-loop turn, then they reach Redis as one addBulk, each job waiting (not delayed) and marked", async () => {
-    const ids = await Promise.all([insertDelivery(), insertDelivery(), insertDelivery()]);
-    // Count the real addBulk calls (each is one MULTI to Redis); the jobs still go to Redis.
-    const original = queue.queue.addBulk;
+  /** Records every addBulk of `q` (each is one MULTI to Redis); the jobs still go to Redis. */
+  async function countingAddBulk<T>(q: DeliveryQueue, work: () => Promise<T>) {
+    const original = q.queue.addBulk;
     const calls: Parameters<typeof original>[0][] = [];
-    queue.queue.addBulk = (jobs) => {
+    q.queue.addBulk = (jobs) => {
       calls.push(jobs);
-      return original.call(queue.queue, jobs);
+      return original.call(q.queue, jobs);
     };
     try {
+      return { result: await work(), calls };
+    } finally {
+      q.queue.addBulk = original;
+    }
+  }
+
+  it("when several votes are handed off in one event-loop turn with DELIVERY_JOB_BATCH_MAX=1, then they reach Redis as one addBulk of one vote.create job each, waiting (not delayed) and marked", async () => {
+    const single = testQueue(t.db, redis, silentLogger, { batchMax: 1 });
+    try {
+      const ids = await Promise.all([insertDelivery(), insertDelivery(), insertDelivery()]);
       const now = clock.now();
-      const results = await Promise.all(
-        ids.map((id, i) => {
-          const at = new Date(now.getTime() + i);
-          return queue.handOff({ id, attemptsMade: 0, nextAttemptAt: at }, at);
-        }),
+      const { result: results, calls } = await countingAddBulk(single, () =>
+        Promise.all(
+          ids.map((id, i) => {
+            const at = new Date(now.getTime() + i);
+            return single.handOff({ id, attemptsMade: 0, nextAttemptAt: at }, at);
+          }),
+        ),
       );
       expect(results).toEqual([true, true, true]);
       expect(calls).toHaveLength(1);
       expect(calls[0]?.map((j) => j.opts?.jobId)).toEqual(ids);
+      expect(calls[0]?.map((j) => j.name)).toEqual(["vote.create", "vote.create", "vote.create"]);
+      for (const id of ids) expect(await (await single.queue.getJob(id))?.getState()).toBe("waiting");
+      await single.flush();
+      const { rows } = await t.db.pool.query(
+        "SELECT count(*)::int AS n FROM webhook_deliveries WHERE id = ANY($1) AND handed_off_at IS NOT NULL",
+        [ids],
+      );
+      expect(rows[0].n).toBe(3);
     } finally {
-      queue.queue.addBulk = original;
+      await single.close();
     }
-    for (const id of ids) expect(await (await queue.queue.getJob(id))?.getState()).toBe("waiting");
-    await queue.flush();
-    const { rows } = await t.db.pool.query(
-      "SELECT count(*)::int AS n FROM webhook_deliveries WHERE id = ANY($1) AND handed_off_at IS NOT NULL",
-      [ids],
-    );
-    expect(rows[0].n).toBe(3);
+  });
+
+  it("when ten due votes and a delayed one are handed off in one turn with DELIVERY_JOB_BATCH_MAX=4, then one addBulk carries ⌈10/4⌉ = 3 vote.batch jobs holding each due delivery once and a delayed vote.create job, all marked", async () => {
+    const batched = testQueue(t.db, redis, silentLogger, { batchMax: 4 });
+    try {
+      const bot = await seedBot(t.db);
+      const due = await Promise.all(Array.from({ length: 10 }, () => insertDelivery()));
+      const later = await insertDelivery();
+      const now = clock.now();
+      const { result: results, calls } = await countingAddBulk(batched, () =>
+        Promise.all([
+          ...due.map((id) =>
+            batched.handOff({ id, botId: bot.id, attemptsMade: 0, nextAttemptAt: now }, now),
+          ),
+          batched.handOff(
+            { id: later, attemptsMade: 1, nextAttemptAt: new Date(now.getTime() + 60_000) },
+            now,
+          ),
+        ]),
+      );
+
+      expect(results).toEqual(Array.from({ length: 11 }, () => true));
+      expect(calls).toHaveLength(1);
+      const jobs = calls[0] ?? [];
+      const batches = jobs.filter((j) => j.name === "vote.batch");
+      expect(batches).toHaveLength(3);
+      const items = batches.flatMap(
+        (j) => (j.data as { deliveries: { deliveryId: string; botId?: string }[] }).deliveries,
+      );
+      expect(items.map((d) => d.deliveryId).sort()).toEqual([...due].sort());
+      expect(items.every((d) => d.botId === bot.id)).toBe(true);
+      for (const j of batches) {
+        const size = (j.data as { deliveries: unknown[] }).deliveries.length;
+        expect(size).toBeGreaterThanOrEqual(2);
+        expect(size).toBeLessThanOrEqual(4);
+      }
+      const singles = jobs.filter((j) => j.name === "vote.create");
+      expect(singles.map((j) => j.opts?.jobId)).toEqual([later]);
+      expect(await (await batched.queue.getJob(later))?.getState()).toBe("delayed");
+      const counts = await batched.queue.getJobCounts("waiting", "delayed");
+      expect(counts).toEqual({ waiting: 3, delayed: 1 });
+      await batched.flush();
+      const { rows } = await t.db.pool.query(
+        "SELECT count(*)::int AS n FROM webhook_deliveries WHERE id = ANY($1) AND handed_off_at IS NOT NULL",
+        [[...due, later]],
+      );
+      expect(rows[0].n).toBe(11);
+    } finally {
+      await batched.close();
+    }
+  });
+
+  it("when a single vote is handed off in a turn, then it gets a vote.create job whose id is the delivery id, even with batching on", async () => {
+    const { botId, deliveryId } = await castWithWebhook();
+
+    const job = await queue.queue.getJob(deliveryId);
+    expect(job?.name).toBe("vote.create");
+    expect(job?.data).toEqual({ deliveryId, botId });
+    const jobs = await queue.queue.getJobs(["waiting", "delayed"]);
+    expect(jobs.filter((j) => j.name === "vote.batch")).toEqual([]);
   });
 });

@@ -4,6 +4,16 @@
  * backoff delays it until the next_attempt_at written to PostgreSQL; a delivery that is not due yet
  * (or whose attempt is in flight elsewhere) is moved back to delayed without using an attempt.
  *
+ * A `vote.batch` job (first attempts of several deliveries, packages/schema/src/jobs.ts) runs each
+ * item through the same path, items concurrently. An item the batch cannot finish (over a fairness
+ * cap, not due or in flight elsewhere, a failed attempt to retry, an error) is handed to a
+ * `vote.create` job of its own (jobId = the delivery id, delayed until it may run, carrying the
+ * attempts that remain), and the batch completes. Should that add fail, the delivery stays pending
+ * in PostgreSQL and the outbox relay hands it off once it is stale. Every attempt, of either job
+ * kind, holds one of the replica's DISPATCHER_CONCURRENCY attempt slots (src/attempt-slots.ts). A
+closing worker finishes the attempts it started; those still waiting for a slot go back to the
+queue (a batch item to a job of its own), so a shutdown is not held up by a batch's later items.
+ *
  * Fairness (src/fairness.ts): before the claim, a job takes a slot of its bot's webhook and of its
  * origin. When either is full the job is moved back to delayed (no attempt claimed, no worker slot
  * held) and parked in this replica; when a slot of that webhook or origin ends, the job parked
@@ -12,14 +22,24 @@
  */
 import { performance } from "node:perf_hooks";
 import type { Db, SecretBox } from "@botdir/db";
-import { DeliveryJobData, JOBS, QUEUES } from "@botdir/schema";
+import {
+  DeliveryBatchJobData,
+  type DeliveryHandOff,
+  DeliveryJobData,
+  deliveryJobData,
+  deliveryJobOptions,
+  JOBS,
+  type JobName,
+  QUEUES,
+} from "@botdir/schema";
 import { type Clock, describeError, type Logger, type RedisClient } from "@botdir/service-kit";
 import type { Resolver } from "@botdir/webhook-targets";
-import { DelayedError, type Job, Worker } from "bullmq";
+import { DelayedError, type Job, Queue, Worker } from "bullmq";
+import { createAttemptSlots } from "./attempt-slots.js";
 import type { DeadEndpointRules } from "./dead-endpoints.js";
 import { createDeliverHandler, type DeliverResult } from "./deliver.handler.js";
 import { botOfDelivery, createDeliveryStore } from "./deliveries.js";
-import { type Cap, capOf, createFairness, type Pace, paceOf } from "./fairness.js";
+import { type Admission, type Cap, capOf, createFairness, type Pace, paceOf } from "./fairness.js";
 import { createWebhookSender } from "./http-client.js";
 import type { AttemptRecorder, FairnessRecorder } from "./metrics.js";
 import { AttemptFailed, createBackoffStrategy, type RetryDelays } from "./schedule.js";
@@ -74,7 +94,18 @@ export interface DispatcherDeps {
   metrics?: AttemptRecorder & Partial<FairnessRecorder>;
 }
 
-export type DispatcherWorker = Worker<DeliveryJobData, DeliverResult>;
+/** What a `vote.batch` job did with its items. */
+export interface BatchResult {
+  kind: "batch";
+  /** Items that ended in the batch (delivered, failed, nothing to do, superseded). */
+  finished: number;
+  /** Items handed to a `vote.create` job of their own. */
+  handedOff: number;
+  /** Items whose own job could not be added (left to the outbox relay). */
+  left: number;
+}
+
+export type DispatcherWorker = Worker<DeliveryJobData | DeliveryBatchJobData, DeliverResult | BatchResult>;
 
 /**
  * An attempt's claim in PostgreSQL outlives the HTTP timeout by one lock duration: a live worker
@@ -85,6 +116,17 @@ export function leaseMs(config: Pick<DispatcherConfig, "timeoutMs" | "lockDurati
   return config.timeoutMs + config.lockDurationMs;
 }
 
+type Refusal = Extract<Admission, { ok: false }>;
+
+/**
+ * One delivery through fairness and the handler: refused by a cap, not started because the worker
+ * is closing, or the handler's result.
+ */
+type AttemptRun =
+  | { kind: "refused"; refusal: Refusal }
+  | { kind: "closing" }
+  | { kind: "ran"; result: DeliverResult };
+
 export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherConfig): DispatcherWorker {
   const send = createWebhookSender({
     timeoutMs: config.timeoutMs,
@@ -93,15 +135,27 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     ...(config.dnsTimeoutMs === undefined ? {} : { dnsTimeoutMs: config.dnsTimeoutMs }),
     ...(config.dnsServers ? { dnsServers: config.dnsServers } : {}),
   });
-  type DeliveryJob = Job<DeliveryJobData, DeliverResult>;
+  type DeliveryJob = Job<DeliveryJobData | DeliveryBatchJobData, DeliverResult | BatchResult>;
   const slowMs = config.slowAttemptMs ?? DEFAULT_SLOW_ATTEMPT_MS;
-  const fairness = createFairness<DeliveryJob>({
+  // Parked: a `vote.create` job moved back to delayed, or the job a refused batch item was handed to.
+  const fairness = createFairness<Pick<Job, "promote">>({
     perWebhook: config.maxInFlightPerWebhook ?? DEFAULT_MAX_IN_FLIGHT_PER_WEBHOOK,
     perOrigin: config.maxInFlightPerOrigin ?? DEFAULT_MAX_IN_FLIGHT_PER_ORIGIN,
     holdMs: leaseMs(config),
     slowMs,
   });
   deps.metrics?.watchFairness?.(() => fairness.snapshot());
+  const slots = createAttemptSlots(config.concurrency);
+  let closing = false;
+  // Adds the `vote.create` jobs of batch items, on the worker's connection (closed with the worker).
+  const producer = new Queue(QUEUES.webhookDeliveries, {
+    connection: deps.redis,
+    prefix: config.queuePrefix,
+    skipVersionCheck: true,
+  });
+  producer.on("error", (error) =>
+    deps.logger.error({ err: describeError(error) }, "webhook producer queue error"),
+  );
 
   /** Promotes the job parked longest on `key` (skipping ones no longer delayed: run elsewhere). */
   async function wake(key: string, cap: Cap): Promise<void> {
@@ -116,6 +170,13 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
         // promoted by its own delay, taken by another replica, or finished: try the next one
       }
     }
+  }
+
+  /** Parks a delayed job on a full cap, and wakes it at once if a slot ended meanwhile. */
+  function park(refusal: Refusal, job: Pick<Job, "promote">): void {
+    fairness.park(refusal.key, job);
+    // A slot may have ended while the job was being moved: then nobody would wake it.
+    if (fairness.hasRoom(refusal.key)) void wake(refusal.key, refusal.cap);
   }
 
   /** The bot a job is for: named by the job, or (jobs handed off before they named it) read. */
@@ -140,49 +201,63 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     }),
   });
 
-  const processor = async (
-    job: Job<DeliveryJobData, DeliverResult>,
-    token?: string,
-  ): Promise<DeliverResult> => {
-    if (!(job.name in JOBS)) {
-      deps.logger.error({ jobId: job.id, name: job.name }, "unknown job name on the webhook queue; dropped");
-      return { kind: "done", reason: "unknown_job" };
-    }
-    const botId = await botOf(job.data);
-    const admission = botId === null ? null : fairness.admit(botId);
-    if (admission && !admission.ok) {
-      deps.metrics?.deferred?.(admission.cap);
-      await job.moveToDelayed(deps.clock.now().getTime() + admission.retryInMs, token);
-      fairness.park(admission.key, job);
-      // A slot may have ended while the job was being moved: then nobody would wake it.
-      if (fairness.hasRoom(admission.key)) void wake(admission.key, admission.cap);
-      throw new DelayedError();
-    }
-    const ticket = admission?.ticket;
-    let result: DeliverResult;
-    let pace: Pace | undefined;
-    let answeredInMs: number | undefined;
-    const started = performance.now();
+  /**
+   * One delivery's attempt, the same for a `vote.create` job and a batch item: an attempt slot of
+   * the replica, a slot of its webhook and origin (or the cap that refused it), the handler.
+   */
+  async function attempt(data: unknown, botId: string | null): Promise<AttemptRun> {
+    await slots.acquire();
     try {
-      result = await deliver(
-        job.data,
-        ticket ? (target) => fairness.learn(ticket, target.url) : undefined,
-        (outcome) => {
-          answeredInMs = outcome.durationMs;
-        },
-      );
-      // The receiver's pace is its HTTP attempt's duration, not claim + attempt + record: a slow
-      // PostgreSQL must not make every webhook look slow and cut it to one slot.
-      pace = paceOf(result, answeredInMs ?? performance.now() - started, slowMs);
-    } finally {
-      if (ticket) {
-        // One parked job per free slot: a webhook that just answered quickly for the first time
-        // has gone from one slot to its full cap.
-        for (const key of fairness.release(ticket, pace)) {
-          for (let n = fairness.room(key); n > 0; n--) void wake(key, capOf(key));
+      // A closing worker waits for the attempts it started, not for those still waiting for a
+      // slot (a batch's items can queue many timeouts deep): they go back to the queue.
+      if (closing) return { kind: "closing" };
+      const admission = botId === null ? null : fairness.admit(botId);
+      if (admission && !admission.ok) {
+        deps.metrics?.deferred?.(admission.cap);
+        return { kind: "refused", refusal: admission };
+      }
+      const ticket = admission?.ticket;
+      let pace: Pace | undefined;
+      let answeredInMs: number | undefined;
+      const started = performance.now();
+      try {
+        const result = await deliver(
+          data,
+          ticket ? (target) => fairness.learn(ticket, target.url) : undefined,
+          (outcome) => {
+            answeredInMs = outcome.durationMs;
+          },
+        );
+        // The receiver's pace is its HTTP attempt's duration, not claim + attempt + record: a slow
+        // PostgreSQL must not make every webhook look slow and cut it to one slot.
+        pace = paceOf(result, answeredInMs ?? performance.now() - started, slowMs);
+        return { kind: "ran", result };
+      } finally {
+        if (ticket) {
+          // One parked job per free slot: a webhook that just answered quickly for the first time
+          // has gone from one slot to its full cap.
+          for (const key of fairness.release(ticket, pace)) {
+            for (let n = fairness.room(key); n > 0; n--) void wake(key, capOf(key));
+          }
         }
       }
+    } finally {
+      slots.release();
     }
+  }
+
+  async function processDelivery(job: DeliveryJob, token?: string): Promise<DeliverResult> {
+    const run = await attempt(job.data, await botOf(job.data));
+    if (run.kind === "refused") {
+      await job.moveToDelayed(deps.clock.now().getTime() + run.refusal.retryInMs, token);
+      park(run.refusal, job);
+      throw new DelayedError();
+    }
+    if (run.kind === "closing") {
+      await job.moveToDelayed(deps.clock.now().getTime(), token);
+      throw new DelayedError();
+    }
+    const { result } = run;
     switch (result.kind) {
       case "wait":
         await job.moveToDelayed(result.until.getTime(), token);
@@ -192,6 +267,90 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       default:
         return result;
     }
+  }
+
+  /**
+   * Hands a batch item to a `vote.create` job of its own (jobId = delivery id: a no-op while the
+   * relay's or a previous run's job for it exists). False when Redis did not take it.
+   */
+  async function handOffAlone(handOff: DeliveryHandOff, refusal?: Refusal): Promise<boolean> {
+    const now = deps.clock.now();
+    try {
+      const job = await producer.add(
+        "vote.create" satisfies JobName,
+        deliveryJobData(handOff),
+        deliveryJobOptions(handOff, now),
+      );
+      if (refusal) park(refusal, job);
+      return true;
+    } catch (error) {
+      deps.logger.warn(
+        { deliveryId: handOff.id, err: describeError(error) },
+        "could not hand a batch item to its own job; it stays pending and the outbox relay hands it off again",
+      );
+      return false;
+    }
+  }
+
+  /** One batch item: "finished" in the batch, "handedOff" to its own job, or "left" to the relay. */
+  async function processItem(item: DeliveryJobData): Promise<"finished" | "handedOff" | "left"> {
+    const id = item.deliveryId;
+    const handed = (ok: boolean) => (ok ? "handedOff" : "left");
+    let botId: string | undefined = item.botId;
+    let run: AttemptRun;
+    try {
+      botId ??= (await botOf(item)) ?? undefined;
+      run = await attempt(item, botId ?? null);
+    } catch (error) {
+      // What a `vote.create` job's failure would do (no attempt recorded): try again after the
+      // first retry delay, in a job of its own.
+      deps.logger.error({ deliveryId: id, err: describeError(error) }, "webhook batch item failed");
+      const at = new Date(deps.clock.now().getTime() + (config.retryDelays[0] ?? 60_000));
+      return handed(
+        await handOffAlone({ id, ...(botId ? { botId } : {}), attemptsMade: 0, nextAttemptAt: at }),
+      );
+    }
+    const alone = (attemptsMade: number, nextAttemptAt: Date, refusal?: Refusal) =>
+      handOffAlone({ id, ...(botId ? { botId } : {}), attemptsMade, nextAttemptAt }, refusal);
+    if (run.kind === "refused") {
+      // Parked like a refused `vote.create` job; its delay is the fallback should no slot wake it.
+      const at = new Date(deps.clock.now().getTime() + run.refusal.retryInMs);
+      return handed(await alone(0, at, run.refusal));
+    }
+    if (run.kind === "closing") return handed(await alone(0, deps.clock.now()));
+    const { result } = run;
+    switch (result.kind) {
+      case "wait":
+        // Not due yet, or its attempt runs elsewhere (a re-run batch whose lease is held): the
+        // attempts made are not known here, so the job carries them all (PostgreSQL counts).
+        return handed(await alone(0, result.until));
+      case "retry":
+        return handed(await alone(result.attemptNumber, result.nextAttemptAt));
+      default:
+        return "finished";
+    }
+  }
+
+  async function processBatch(job: DeliveryJob): Promise<BatchResult> {
+    const parsed = DeliveryBatchJobData.safeParse(job.data);
+    if (!parsed.success) {
+      deps.logger.error(
+        { jobId: job.id, data: describeError(parsed.error) },
+        "webhook batch job with invalid data dropped",
+      );
+      return { kind: "batch", finished: 0, handedOff: 0, left: 0 };
+    }
+    const ends = await Promise.all(parsed.data.deliveries.map(processItem));
+    const count = (end: string) => ends.filter((e) => e === end).length;
+    return { kind: "batch", finished: count("finished"), handedOff: count("handedOff"), left: count("left") };
+  }
+
+  const processor = async (job: DeliveryJob, token?: string): Promise<DeliverResult | BatchResult> => {
+    if (!(job.name in JOBS)) {
+      deps.logger.error({ jobId: job.id, name: job.name }, "unknown job name on the webhook queue; dropped");
+      return { kind: "done", reason: "unknown_job" };
+    }
+    return job.name === ("vote.batch" satisfies JobName) ? processBatch(job) : processDelivery(job, token);
   };
 
   const worker: DispatcherWorker = new Worker(QUEUES.webhookDeliveries, processor, {
@@ -204,8 +363,15 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       backoffStrategy: createBackoffStrategy(config.retryDelays, () => deps.clock.now().getTime()),
     },
   });
-  // Idle keep-alive connections to receivers go once the worker has finished its last attempt.
-  worker.on("closed", () => send.close());
+  // Idle keep-alive connections to receivers go once the worker has finished its last attempt;
+  // the producer queue shares the worker's connection, so closing it releases only its listeners.
+  worker.on("closing", () => {
+    closing = true;
+  });
+  worker.on("closed", () => {
+    send.close();
+    void producer.close().catch(() => {});
+  });
   worker.on("error", (error) => deps.logger.error({ err: describeError(error) }, "webhook worker error"));
   worker.on("failed", (job, error) => {
     const outOfAttempts = job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1);

@@ -12,7 +12,13 @@ import {
   testRedisPrefix,
   testRedisUrl,
 } from "@botdir/db/testing";
-import { deliveryJobData, deliveryJobOptions, type JOBS, QUEUES } from "@botdir/schema";
+import {
+  deliveryBatchJobOptions,
+  deliveryJobData,
+  deliveryJobOptions,
+  type JOBS,
+  QUEUES,
+} from "@botdir/schema";
 import { type Logger, type ManualClock, systemClock } from "@botdir/service-kit";
 import { silentLogger, waitFor } from "@botdir/service-kit/testing";
 import { Queue } from "bullmq";
@@ -104,6 +110,27 @@ export async function handOff(
     deliveryJobData(handOff),
     deliveryJobOptions(handOff, now),
   );
+}
+
+/**
+ * Hands deliveries (first attempts, due now) to the queue as one `vote.batch` job, as vote-ingest
+ * does with the hand-offs of one event-loop turn. Resolves with the job's id (BullMQ names it).
+ */
+export async function handOffBatch(
+  queue: Queue,
+  deliveries: { id: string; botId?: string }[],
+): Promise<string> {
+  const job = await queue.add(
+    "vote.batch" satisfies keyof typeof JOBS,
+    {
+      deliveries: deliveries.map((d) =>
+        deliveryJobData({ ...d, attemptsMade: 0, nextAttemptAt: new Date(0) }),
+      ),
+    },
+    deliveryBatchJobOptions(),
+  );
+  if (!job.id) throw new Error("BullMQ gave the batch job no id");
+  return job.id;
 }
 
 export async function configureWebhook(db: Db, botId: string, url: string | null, secret: string | null) {
@@ -263,6 +290,8 @@ export interface DispatcherHarness {
   seedDelivery(botId: string, options?: { nextAttemptAt?: Date; votedAt?: Date }): Promise<SeededDelivery>;
   configureWebhook(botId: string, url: string | null, secret: string | null): Promise<void>;
   handOff(delivery: HandOff, now?: Date): Promise<void>;
+  /** One `vote.batch` job of these deliveries; resolves with its job id. */
+  handOffBatch(deliveries: { id: string; botId?: string }[]): Promise<string>;
   row(id: string): ReturnType<typeof deliveryRow>;
   attempts(deliveryId: string): ReturnType<typeof attemptRows>;
   waitForState(id: string, state: "delivered" | "failed", timeoutMs?: number): ReturnType<typeof deliveryRow>;
@@ -316,6 +345,7 @@ export async function startDispatcherHarness(
     seedDelivery: (botId, seedOptions) => seedDelivery(t.db, botId, seedOptions),
     configureWebhook: (botId, url, secret) => configureWebhook(t.db, botId, url, secret),
     handOff: (delivery, now) => handOff(opened.queue, delivery, now),
+    handOffBatch: (deliveries) => handOffBatch(opened.queue, deliveries),
     row: (id) => deliveryRow(t.db, id),
     attempts: (deliveryId) => attemptRows(t.db, deliveryId),
     waitForState: (id, state, timeoutMs) => waitForState(t.db, id, state, timeoutMs),

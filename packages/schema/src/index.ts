@@ -22,7 +22,10 @@ export { BotId, isBotId, USER_ID_PATTERN, UserId } from "./ids.js";
 export type { DeliveryHandOff, JobDefinition, JobName } from "./jobs.js";
 export {
   DEFAULT_QUEUE_PREFIX,
+  DELIVERY_BATCH_MAX,
+  DeliveryBatchJobData,
   DeliveryJobData,
+  deliveryBatchJobOptions,
   deliveryJobData,
   deliveryJobOptions,
   JOBS,

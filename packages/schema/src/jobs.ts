@@ -11,6 +11,15 @@
  * - PostgreSQL holds the truth (state, attempts made, next attempt time); a job is only a nudge.
  *   The handler re-reads the delivery row and does nothing for a delivery that is no longer pending;
  * - finished jobs are removed, so the outbox relay can hand a lost delivery off again.
+ *
+ * Contract of a batch job (first attempts only):
+ * - job name `vote.batch`, data `{deliveries: DeliveryJobData[]}` (2 to DELIVERY_BATCH_MAX items in
+ *   practice, 1 accepted), no jobId of ours: vote-ingest gathers the due hand-offs of one event-loop
+ *   turn into one job, so a delivered vote costs a share of one add / move-to-active / finish;
+ * - the dispatcher runs every item like a `vote.create` job; an item it cannot finish in the batch
+ *   (over a fairness cap, lease held elsewhere, failed attempt to retry) is handed to an individual
+ *   `vote.create` job (jobId = the delivery id), so retries are scheduled one delivery at a time;
+ * - re-running a batch is harmless: the claims in PostgreSQL make a delivered item `done`.
  */
 import { z } from "zod";
 import { WEBHOOK_MAX_ATTEMPTS } from "./webhook.js";
@@ -27,6 +36,14 @@ export const DeliveryJobData = z.object({
 });
 export type DeliveryJobData = z.infer<typeof DeliveryJobData>;
 
+/** Most deliveries one `vote.batch` job carries. */
+export const DELIVERY_BATCH_MAX = 32;
+
+export const DeliveryBatchJobData = z.object({
+  deliveries: z.array(DeliveryJobData).min(1).max(DELIVERY_BATCH_MAX),
+});
+export type DeliveryBatchJobData = z.infer<typeof DeliveryBatchJobData>;
+
 export interface JobDefinition {
   queue: string;
   data: z.ZodType;
@@ -39,6 +56,14 @@ export const JOBS = {
     queue: QUEUES.webhookDeliveries,
     data: DeliveryJobData,
     attempts: WEBHOOK_MAX_ATTEMPTS,
+    backoff: { type: "webhook" },
+  },
+  // A batch only fails when its processor throws unexpectedly (its items' attempts never fail it):
+  // a few tries, then the outbox relay hands what is left off again.
+  "vote.batch": {
+    queue: QUEUES.webhookDeliveries,
+    data: DeliveryBatchJobData,
+    attempts: 3,
     backoff: { type: "webhook" },
   },
 } as const satisfies Record<string, JobDefinition>;
@@ -58,6 +83,16 @@ export function deliveryJobData(delivery: DeliveryHandOff): DeliveryJobData {
   return delivery.botId === undefined
     ? { deliveryId: delivery.id }
     : { deliveryId: delivery.id, botId: delivery.botId };
+}
+
+/** BullMQ options of a `vote.batch` job (due now; BullMQ names it). */
+export function deliveryBatchJobOptions() {
+  return {
+    attempts: JOBS["vote.batch"].attempts,
+    backoff: JOBS["vote.batch"].backoff,
+    removeOnComplete: true,
+    removeOnFail: true,
+  };
 }
 
 /**

@@ -4,7 +4,15 @@
  * unavailable the add is skipped at once and the outbox relay hands the delivery off later.
  */
 import type { Db } from "@botdir/db";
-import { type DeliveryHandOff, deliveryJobData, deliveryJobOptions, QUEUES } from "@botdir/schema";
+import {
+  DELIVERY_BATCH_MAX,
+  type DeliveryHandOff,
+  deliveryBatchJobOptions,
+  deliveryJobData,
+  deliveryJobOptions,
+  type JOBS,
+  QUEUES,
+} from "@botdir/schema";
 import { describeError, type Logger, type RedisClient, withTimeout } from "@botdir/service-kit";
 import { Queue } from "bullmq";
 
@@ -22,13 +30,24 @@ export interface DeliveryQueueOptions {
   addTimeoutMs?: number;
   /** How long request-path hand-offs are gathered before handed_off_at is written in one UPDATE. */
   markBatchMs?: number;
+  /**
+   * DELIVERY_JOB_BATCH_MAX: most due request-path hand-offs of one event-loop turn carried by one
+   * `vote.batch` job; 1 adds one `vote.create` job per delivery. Default DEFAULT_DELIVERY_JOB_BATCH_MAX.
+   */
+  batchMax?: number;
 }
 
+export const DEFAULT_DELIVERY_JOB_BATCH_MAX = 16;
+
 export interface DeliveryQueue {
-  /** Adds one job per delivery (jobId = delivery id). True when Redis took them all; never throws. */
+  /**
+   * Adds one `vote.create` job per delivery (jobId = delivery id). True when Redis took them all;
+   * never throws.
+   */
   add(deliveries: readonly DeliveryHandOff[], now: Date): Promise<boolean>;
   /**
-   * The after-commit hand-off of the request path: add, and on success record handed_off_at
+   * The after-commit hand-off of the request path: add (the due hand-offs of one event-loop turn
+   * in `vote.batch` jobs, see handOffJobs), and on success record handed_off_at
    * (batched; a lost mark only means the relay adds the job again, which is a no-op).
    */
   handOff(delivery: DeliveryHandOff, now: Date): Promise<boolean>;
@@ -42,12 +61,60 @@ export interface DeliveryQueue {
   readonly queue: Queue;
 }
 
-const JOB_NAME = "vote.create";
+type BulkJob = Parameters<Queue["addBulk"]>[0][number];
+
+/** The `vote.create` job of one delivery (jobId = delivery id), due at its next attempt time. */
+function deliveryJob(delivery: DeliveryHandOff, now: Date): BulkJob {
+  return {
+    name: "vote.create" satisfies keyof typeof JOBS,
+    data: deliveryJobData(delivery),
+    opts: deliveryJobOptions(delivery, now),
+  };
+}
+
+/**
+ * The jobs of one turn's hand-offs: those due now (no delay) in `vote.batch` jobs of at most
+ * `batchMax` items, sized evenly (17 with a maximum of 16 are 9 + 8, not 16 + 1); a group of one,
+ * and every delayed delivery, as its own `vote.create` job.
+ */
+export function handOffJobs(
+  items: readonly { delivery: DeliveryHandOff; now: Date }[],
+  batchMax: number,
+): BulkJob[] {
+  const jobs: BulkJob[] = [];
+  const due: { delivery: DeliveryHandOff; now: Date }[] = [];
+  for (const item of items) {
+    if (batchMax > 1 && item.delivery.nextAttemptAt.getTime() <= item.now.getTime()) due.push(item);
+    else jobs.push(deliveryJob(item.delivery, item.now));
+  }
+  const groups = Math.ceil(due.length / batchMax);
+  for (let g = 0; g < groups; g++) {
+    const group = due.slice(
+      Math.floor((g * due.length) / groups),
+      Math.floor(((g + 1) * due.length) / groups),
+    );
+    const [only] = group;
+    if (group.length === 1 && only) {
+      jobs.push(deliveryJob(only.delivery, only.now));
+      continue;
+    }
+    jobs.push({
+      name: "vote.batch" satisfies keyof typeof JOBS,
+      data: { deliveries: group.map(({ delivery }) => deliveryJobData(delivery)) },
+      opts: deliveryBatchJobOptions(),
+    });
+  }
+  return jobs;
+}
 
 export function createDeliveryQueue(options: DeliveryQueueOptions): DeliveryQueue {
   const { db, redis, logger } = options;
   const addTimeoutMs = options.addTimeoutMs ?? 1_000;
   const markBatchMs = options.markBatchMs ?? 20;
+  const batchMax = Math.min(
+    DELIVERY_BATCH_MAX,
+    Math.max(1, options.batchMax ?? DEFAULT_DELIVERY_JOB_BATCH_MAX),
+  );
   // skipWaitingForReady + skipVersionCheck: the Queue must not wait for (or query) Redis when it
   // is created, or every add would hang until Redis came back.
   const queue = new Queue(QUEUES.webhookDeliveries, {
@@ -85,38 +152,33 @@ export function createDeliveryQueue(options: DeliveryQueueOptions): DeliveryQueu
     return flushing;
   }
 
-  /** One addBulk; each delivery's delay is computed against its own `now`. */
-  async function addAt(items: readonly { delivery: DeliveryHandOff; now: Date }[]): Promise<boolean> {
-    if (items.length === 0) return true;
+  /** One addBulk of `jobs` (one MULTI, one round trip). */
+  async function addJobs(jobs: readonly BulkJob[]): Promise<boolean> {
+    if (jobs.length === 0) return true;
     if (redis.status !== "ready") return false;
     try {
-      await withTimeout(
-        queue.addBulk(
-          items.map(({ delivery, now }) => ({
-            name: JOB_NAME,
-            data: deliveryJobData(delivery),
-            opts: deliveryJobOptions(delivery, now),
-          })),
-        ),
-        addTimeoutMs,
-      );
+      await withTimeout(queue.addBulk([...jobs]), addTimeoutMs);
       return true;
     } catch {
       return false;
     }
   }
 
+  // The relay (and botctl) add one `vote.create` job per delivery: its jobId dedupes a second
+  // hand-off of a delivery whose job still exists.
   const add = (deliveries: readonly DeliveryHandOff[], now: Date) =>
-    addAt(deliveries.map((delivery) => ({ delivery, now })));
+    addJobs(deliveries.map((delivery) => deliveryJob(delivery, now)));
 
   // Request-path hand-offs of one event-loop turn go to Redis as one addBulk (one MULTI, one
   // round trip) instead of one add per vote: the votes of a batched cast statement commit
-  // together, so their hand-offs arrive together. An idle server adds no wait (setImmediate).
+  // together, so their hand-offs arrive together. Those due now share `vote.batch` jobs (each job
+  // costs Redis the same add, move to active and finish, whatever it carries). An idle server adds
+  // no wait (setImmediate).
   let pending: { delivery: DeliveryHandOff; now: Date; resolve: (ok: boolean) => void }[] = [];
   async function handOffPending(): Promise<void> {
     const batch = pending;
     pending = [];
-    const ok = await addAt(batch);
+    const ok = await addJobs(handOffJobs(batch, batchMax));
     if (ok) {
       for (const p of batch) marks.push({ id: p.delivery.id, at: p.now });
       markTimer ??= setTimeout(() => void flush(), markBatchMs);

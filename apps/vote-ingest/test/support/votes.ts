@@ -16,9 +16,17 @@ export function fastRedis(url: string): Promise<Redis> {
   return connectRedis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 1_000 });
 }
 
-/** A queue under a key prefix of its own (the BullMQ prefix must not end with ':'). */
-export function testQueue(db: Db, redis: Redis, logger: Logger = silentLogger): DeliveryQueue {
-  return createDeliveryQueue({ db, redis, prefix: `${testRedisPrefix()}bull`, logger });
+/**
+ * A queue under a key prefix of its own (the BullMQ prefix must not end with ':'); `batchMax` is
+ * DELIVERY_JOB_BATCH_MAX (default: the production default).
+ */
+export function testQueue(
+  db: Db,
+  redis: Redis,
+  logger: Logger = silentLogger,
+  options: { batchMax?: number } = {},
+): DeliveryQueue {
+  return createDeliveryQueue({ db, redis, prefix: `${testRedisPrefix()}bull`, logger, ...options });
 }
 
 /**
