@@ -23,6 +23,14 @@ afterAll(async () => {
 
 const botctl = (...argv: string[]) => runBotctl(argv, env);
 const botRow = (id: string) => t.db.prisma.bot.findUniqueOrThrow({ where: { id } });
+/** The sentence botctl printed when it exited 1. */
+const errorOf = (result: { output: unknown }) => (result.output as { error: string }).error;
+
+/** `botctl webhook set <id> ...args` for a new approved bot, with `runEnv` (the file's by default). */
+async function setOnNewBot(args: string[], runEnv: Record<string, string> = env) {
+  const { id } = await seedBot(t.db);
+  return { id, result: await runBotctl(["webhook", "set", id, ...args], runEnv) };
+}
 
 /** `botctl <command> <unknown id>` exits 1 with Bot not found. */
 function itExitsOneForAnUnknownBot(command: string[], title = "when the bot does not exist, then exit 1") {
@@ -137,16 +145,14 @@ describe("botctl webhook set", () => {
     ["https://169.254.169.254/latest", "link-local"],
     ["http://93.184.216.34/x", "https"],
   ])("when the URL is %s, then exit 1 with the refusal", async (url, words) => {
-    const { id } = await seedBot(t.db);
-    const result = await botctl("webhook", "set", id, url);
+    const { id, result } = await setOnNewBot([url]);
     expect(result.code).toBe(1);
-    expect((result.output as { error: string }).error).toContain(words);
+    expect(errorOf(result)).toContain(words);
     expect((await botRow(id)).webhookUrl).toBeNull();
   });
 
   it("when WEBHOOK_ALLOW_PRIVATE_TARGETS is true, then a local http URL is accepted", async () => {
-    const { id } = await seedBot(t.db);
-    const result = await runBotctl(["webhook", "set", id, "http://127.0.0.1:9999/hook"], {
+    const { result } = await setOnNewBot(["http://127.0.0.1:9999/hook"], {
       ...env,
       WEBHOOK_ALLOW_PRIVATE_TARGETS: "true",
     });
@@ -155,8 +161,7 @@ describe("botctl webhook set", () => {
   });
 
   it("when the URL is missing, then exit 1 with usage", async () => {
-    const { id } = await seedBot(t.db);
-    const result = await botctl("webhook", "set", id);
+    const { result } = await setOnNewBot([]);
     expect(result).toEqual({
       code: 1,
       output: { error: "Missing webhook URL. Usage: botctl webhook set <id> <url>" },
@@ -164,12 +169,9 @@ describe("botctl webhook set", () => {
   });
 
   it("when SECRET_ENCRYPTION_KEY is not set, then exit 1 naming it and nothing is stored", async () => {
-    const { id } = await seedBot(t.db);
-    const result = await runBotctl(["webhook", "set", id, "https://93.184.216.34/x"], {
-      DATABASE_URL: t.url,
-    });
+    const { id, result } = await setOnNewBot(["https://93.184.216.34/x"], { DATABASE_URL: t.url });
     expect(result.code).toBe(1);
-    expect((result.output as { error: string }).error).toContain("SECRET_ENCRYPTION_KEY");
+    expect(errorOf(result)).toContain("SECRET_ENCRYPTION_KEY");
     expect((await botRow(id)).webhookUrl).toBeNull();
   });
 });

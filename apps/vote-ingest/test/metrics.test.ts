@@ -1,43 +1,15 @@
-import {
-  createTestDatabase,
-  parseMetrics,
-  randomUserId,
-  sampleValue,
-  seedBot,
-  type TestDatabase,
-  testRedisUrl,
-} from "@botdir/db/testing";
+import { parseMetrics, randomUserId, sampleValue, seedBot } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
 import { silentLogger } from "@botdir/service-kit/testing";
-import type { Redis } from "ioredis";
+import type { Express } from "express";
 import request from "supertest";
-import { createIngestMetrics, type IngestMetrics } from "../src/metrics.js";
-import type { DeliveryQueue } from "../src/outbox/queue.js";
+import { createIngestMetrics } from "../src/metrics.js";
 import { createOutboxRelay } from "../src/outbox/relay.js";
-import { fastRedis, INTERNAL_KEY, ingestApp, setWebhook, testQueue } from "./support/votes.js";
+import { INTERNAL_KEY, setWebhook, useIngestFixture } from "./support/votes.js";
 
-let t: TestDatabase;
-let redis: Redis;
-let queue: DeliveryQueue;
+const t = useIngestFixture();
 
-beforeAll(async () => {
-  t = await createTestDatabase();
-  redis = await fastRedis(testRedisUrl());
-  queue = testQueue(t.db, redis);
-});
-
-afterAll(async () => {
-  await queue.queue.obliterate({ force: true }).catch(() => {});
-  await queue.close().catch(() => {});
-  redis.disconnect();
-  await t.drop();
-});
-
-function build(clock: ManualClock, metrics: IngestMetrics) {
-  return ingestApp({ db: t.db, redis, clock, deliveryQueue: queue, metrics });
-}
-
-async function scrape(app: ReturnType<typeof build>) {
+async function scrape(app: Express) {
   const res = await request(app).get("/metrics");
   expect(res.status).toBe(200);
   expect(res.headers["content-type"]).toMatch(/^text\/plain; version=0\.0\.4/);
@@ -54,9 +26,15 @@ async function pendingInDb(): Promise<number> {
 describe("vote-ingest GET /metrics", () => {
   it("when votes with a webhook wait in the outbox, then the backlog, its age and the relay's counters are reported, and requests by route pattern", async () => {
     const clock = new ManualClock("2026-11-21T12:00:00.000Z");
-    const relay = createOutboxRelay({ db: t.db, queue, clock, logger: silentLogger, staleMs: 60_000 });
+    const relay = createOutboxRelay({
+      db: t.db,
+      queue: t.queue,
+      clock,
+      logger: silentLogger,
+      staleMs: 60_000,
+    });
     const metrics = createIngestMetrics({ outbox: relay });
-    const app = build(clock, metrics);
+    const app = t.app({ clock, metrics });
     const bot = await seedBot(t.db);
     await setWebhook(t.db, bot.id);
     const user = randomUserId();
@@ -69,7 +47,7 @@ describe("vote-ingest GET /metrics", () => {
     expect((await vote(user)).status).toBe(201);
     expect((await vote(randomUserId())).status).toBe(201);
     expect((await vote(user)).status).toBe(409);
-    await queue.flush();
+    await t.queue.flush();
     clock.advance(90_000);
     const handed = await relay.tick();
 
@@ -90,7 +68,7 @@ describe("vote-ingest GET /metrics", () => {
 
   it("when a management request fails inside the bots router, then its label is the mount path plus the route pattern", async () => {
     const metrics = createIngestMetrics();
-    const app = build(new ManualClock("2026-11-21T12:00:00.000Z"), metrics);
+    const app = t.app({ clock: new ManualClock("2026-11-21T12:00:00.000Z"), metrics });
     const bot = await seedBot(t.db);
 
     const shown = await request(app).get(`/internal/v1/bots/${bot.id}`).set("Authorization", INTERNAL_KEY);
@@ -120,7 +98,7 @@ describe("vote-ingest GET /metrics", () => {
       },
       scrapeTimeoutMs: 50,
     });
-    const { samples } = await scrape(build(new ManualClock("2026-11-21T12:00:00.000Z"), metrics));
+    const { samples } = await scrape(t.app({ clock: new ManualClock("2026-11-21T12:00:00.000Z"), metrics }));
 
     expect(sampleValue(samples, "botdir_metrics_source_up", { source: "outbox" })).toBe(0);
     expect(sampleValue(samples, "botdir_outbox_pending_deliveries")).toBeNaN();

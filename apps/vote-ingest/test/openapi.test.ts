@@ -1,27 +1,16 @@
 import { randomBytes } from "node:crypto";
 import { createDb, createSecretBox, type Db } from "@botdir/db";
-import {
-  createTestDatabase,
-  randomBotId,
-  randomUserId,
-  seedBot,
-  type TestDatabase,
-  testRedisUrl,
-} from "@botdir/db/testing";
+import { randomBotId, randomUserId, seedBot } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import type { Express } from "express";
-import { Redis } from "ioredis";
 import request from "supertest";
-import type { IngestDeps } from "../src/deps.js";
 import { seedDeliveries } from "./support/attempts.js";
-import { ingestApp } from "./support/votes.js";
+import { useIngestApp } from "./support/votes.js";
 
 const KEY = `internal-${randomBytes(16).toString("hex")}`;
 const clock = new ManualClock(new Date("2026-11-21T05:00:00.000Z"));
 
-let t: TestDatabase;
-let redis: Redis;
 let deadDb: Db;
 let app: Express;
 /** The same app over a PostgreSQL that refuses connections: every query fails. */
@@ -47,18 +36,13 @@ interface OpenApiDoc {
 }
 
 const box = createSecretBox(randomBytes(32));
-
-function build(overrides: Partial<IngestDeps> = {}): Express {
-  return ingestApp({ db: t.db, redis, clock, internalApiKey: KEY, secretBox: box, ...overrides });
-}
+const t = useIngestApp({ clock, internalApiKey: KEY, secretBox: box });
 
 beforeAll(async () => {
-  t = await createTestDatabase();
-  redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: 1, lazyConnect: true });
   deadDb = createDb({ url: "postgresql://postgres@127.0.0.1:1/none", connectionTimeoutMs: 200 });
-  app = build();
-  broken = build({ db: deadDb });
-  keyless = build({ secretBox: null });
+  app = t.app();
+  broken = t.app({ db: deadDb });
+  keyless = t.app({ secretBox: null });
   doc = (await request(app).get("/internal/v1/openapi.json").set("Authorization", KEY)).body;
   // The document's own schemas, with their #/components refs resolved against the document.
   ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true });
@@ -66,9 +50,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  redis.disconnect();
   await deadDb.close();
-  await t.drop();
 });
 
 interface Layer {

@@ -1,42 +1,28 @@
 import { randomUUID } from "node:crypto";
-import {
-  createTestDatabase,
-  type PrivateRedis,
-  randomUserId,
-  seedBot,
-  startRedisServer,
-  type TestDatabase,
-} from "@botdir/db/testing";
+import { randomUserId, seedBot, startRedisServer, useForFile } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
 import { capturingLogger, redisReady, silentLogger } from "@botdir/service-kit/testing";
-import type { Redis } from "ioredis";
 import request from "supertest";
 import type { DeliveryQueue } from "../src/outbox/queue.js";
 import { createOutboxRelay } from "../src/outbox/relay.js";
-import { deliveriesOf, fastRedis, INTERNAL_KEY, ingestApp, setWebhook, testQueue } from "./support/votes.js";
+import { deliveriesOf, INTERNAL_KEY, setWebhook, startIngestFixture, testQueue } from "./support/votes.js";
 
 const START = "2026-11-21T12:00:00.000Z";
 const STALE_MS = 60_000;
 
-let t: TestDatabase;
-let privateRedis: PrivateRedis;
-let redis: Redis;
-let queue: DeliveryQueue;
+/** The vote-ingest fixture on a Redis server of this file's own, which the tests stop and restart. */
+const t = useForFile(
+  "the vote-ingest fixture on a Redis of its own",
+  async () => {
+    const privateRedis = await startRedisServer();
+    return { ...(await startIngestFixture({ redisUrl: privateRedis.url })), privateRedis };
+  },
+  async (fixture) => {
+    await fixture.close();
+    await fixture.privateRedis.stop();
+  },
+);
 let clock: ManualClock;
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-  privateRedis = await startRedisServer();
-  redis = await fastRedis(privateRedis.url);
-  queue = testQueue(t.db, redis);
-});
-
-afterAll(async () => {
-  await queue.close().catch(() => {});
-  redis.disconnect();
-  await privateRedis.stop();
-  await t.drop();
-});
 
 beforeEach(async () => {
   clock = new ManualClock(START);
@@ -56,7 +42,7 @@ async function until(condition: () => boolean, what: string): Promise<void> {
 function relay(options: { logger?: ReturnType<typeof capturingLogger>; batchSize?: number } = {}) {
   return createOutboxRelay({
     db: t.db,
-    queue,
+    queue: t.queue,
     clock,
     logger: options.logger ?? silentLogger,
     staleMs: STALE_MS,
@@ -68,13 +54,13 @@ function relay(options: { logger?: ReturnType<typeof capturingLogger>; batchSize
 async function castWithWebhook(): Promise<{ botId: string; deliveryId: string }> {
   const bot = await seedBot(t.db);
   await setWebhook(t.db, bot.id);
-  const app = ingestApp({ db: t.db, redis, clock, deliveryQueue: queue });
+  const app = t.app({ clock });
   const res = await request(app)
     .post("/internal/v1/votes")
     .set("Authorization", INTERNAL_KEY)
     .send({ bot_id: bot.id, user_id: randomUserId() });
   expect(res.status).toBe(201);
-  await queue.flush();
+  await t.queue.flush();
   const [delivery] = await deliveriesOf(t.db, bot.id);
   if (!delivery) throw new Error("no delivery row");
   return { botId: bot.id, deliveryId: delivery.id };
@@ -99,7 +85,7 @@ async function insertDelivery(options: { handedOffAt?: Date | null; state?: stri
 
 describe("outbox relay", () => {
   it("when a vote is cast while Redis is down, then 201, and after Redis restarts empty the relay hands the delivery off", async () => {
-    await privateRedis.stop();
+    await t.privateRedis.stop();
     const logger = capturingLogger();
     const outbox = relay({ logger });
 
@@ -111,13 +97,13 @@ describe("outbox relay", () => {
     expect(await outbox.tick()).toBe(0);
     expect(logger.lines.filter((l) => l.level === "warn")).toHaveLength(1); // one line per outage
 
-    await privateRedis.restart();
-    await redisReady(redis);
-    expect(await queue.queue.getJob(deliveryId)).toBeUndefined(); // Redis came back empty
+    await t.privateRedis.restart();
+    await redisReady(t.redis);
+    expect(await t.queue.queue.getJob(deliveryId)).toBeUndefined(); // Redis came back empty
     const handed = await outbox.tick();
 
     expect(handed).toBe(1);
-    const job = await queue.queue.getJob(deliveryId);
+    const job = await t.queue.queue.getJob(deliveryId);
     expect(job?.name).toBe("vote.create");
     expect(job?.data).toEqual({ deliveryId, botId });
     const [row] = await deliveriesOf(t.db, botId);
@@ -127,9 +113,9 @@ describe("outbox relay", () => {
 
   it("when a handed-off job is lost (Redis restarted empty), then it is handed off again only once it is stale", async () => {
     const { botId, deliveryId } = await castWithWebhook();
-    expect(await queue.queue.getJob(deliveryId)).toBeDefined();
-    await privateRedis.restart();
-    await redisReady(redis);
+    expect(await t.queue.queue.getJob(deliveryId)).toBeDefined();
+    await t.privateRedis.restart();
+    await redisReady(t.redis);
     const outbox = relay();
 
     clock.advance(STALE_MS - 1);
@@ -139,7 +125,7 @@ describe("outbox relay", () => {
 
     expect(beforeStale).toBe(0);
     expect(atStale).toBe(1);
-    expect((await queue.queue.getJob(deliveryId))?.data).toEqual({ deliveryId, botId });
+    expect((await t.queue.queue.getJob(deliveryId))?.data).toEqual({ deliveryId, botId });
   });
 
   it("when the request path already handed a delivery off, then the relay leaves it alone", async () => {
@@ -148,7 +134,7 @@ describe("outbox relay", () => {
     clock.advance(10_000);
 
     expect(await outbox.tick()).toBe(0);
-    expect(await queue.queue.getJob(deliveryId)).toBeDefined();
+    expect(await t.queue.queue.getJob(deliveryId)).toBeDefined();
   });
 
   it("when a delivery was never handed off, then the relay waits for the grace period before taking it", async () => {
@@ -161,7 +147,7 @@ describe("outbox relay", () => {
 
     expect(early).toBe(0);
     expect(later).toBe(1);
-    expect(await queue.queue.getJob(id)).toBeDefined();
+    expect(await t.queue.queue.getJob(id)).toBeDefined();
   });
 
   it("when deliveries are delivered or failed, then the relay never hands them off", async () => {
@@ -171,8 +157,8 @@ describe("outbox relay", () => {
     clock.advance(10 * STALE_MS);
 
     expect(await outbox.tick()).toBe(0);
-    expect(await queue.queue.getJob(delivered)).toBeUndefined();
-    expect(await queue.queue.getJob(failed)).toBeUndefined();
+    expect(await t.queue.queue.getJob(delivered)).toBeUndefined();
+    expect(await t.queue.queue.getJob(failed)).toBeUndefined();
   });
 
   it("when two relays (two replicas) tick at once, then each delivery is claimed by exactly one of them", async () => {
@@ -184,7 +170,7 @@ describe("outbox relay", () => {
     const [fromA, fromB] = await Promise.all([a.tick(), b.tick()]);
 
     expect(fromA + fromB).toBe(30);
-    const jobs = await Promise.all(ids.map((id) => queue.queue.getJob(id)));
+    const jobs = await Promise.all(ids.map((id) => t.queue.queue.getJob(id)));
     expect(jobs.every((job) => job !== undefined)).toBe(true);
   });
 
@@ -202,7 +188,13 @@ describe("outbox relay", () => {
   it("when the relay is started and stopped, then it ticks on its own and stop waits for the tick", async () => {
     const id = await insertDelivery();
     clock.advance(5_000);
-    const outbox = createOutboxRelay({ db: t.db, queue, clock, logger: silentLogger, intervalMs: 50 });
+    const outbox = createOutboxRelay({
+      db: t.db,
+      queue: t.queue,
+      clock,
+      logger: silentLogger,
+      intervalMs: 50,
+    });
 
     outbox.start();
     await until(() => outbox.stats().handedOff > 0, "the relay to hand the delivery off");
@@ -210,7 +202,13 @@ describe("outbox relay", () => {
     const ticks = outbox.stats().ticks;
     // Sentinel: a relay with the same interval, started after the stop, ticks three times; the
     // stopped one would have ticked in that time too.
-    const sentinel = createOutboxRelay({ db: t.db, queue, clock, logger: silentLogger, intervalMs: 50 });
+    const sentinel = createOutboxRelay({
+      db: t.db,
+      queue: t.queue,
+      clock,
+      logger: silentLogger,
+      intervalMs: 50,
+    });
     sentinel.start();
     try {
       await until(() => sentinel.stats().ticks >= 3, "the sentinel relay to tick three times");
@@ -218,7 +216,7 @@ describe("outbox relay", () => {
       await sentinel.stop();
     }
 
-    expect(await queue.queue.getJob(id)).toBeDefined();
+    expect(await t.queue.queue.getJob(id)).toBeDefined();
     expect(outbox.stats().ticks).toBe(ticks); // no tick after stop
   });
 });
@@ -240,7 +238,7 @@ describe("request-path hand-off", () => {
   }
 
   it("when several votes are handed off in one event-loop turn with DELIVERY_JOB_BATCH_MAX=1, then they reach Redis as one addBulk of one vote.create job each, waiting (not delayed) and marked", async () => {
-    const single = testQueue(t.db, redis, silentLogger, { batchMax: 1 });
+    const single = testQueue(t.db, t.redis, silentLogger, { batchMax: 1 });
     try {
       const ids = await Promise.all([insertDelivery(), insertDelivery(), insertDelivery()]);
       const now = clock.now();
@@ -269,7 +267,7 @@ describe("request-path hand-off", () => {
   });
 
   it("when ten due votes and a delayed one are handed off in one turn with DELIVERY_JOB_BATCH_MAX=4, then one addBulk carries ⌈10/4⌉ = 3 vote.batch jobs holding each due delivery once and a delayed vote.create job, all marked", async () => {
-    const batched = testQueue(t.db, redis, silentLogger, { batchMax: 4 });
+    const batched = testQueue(t.db, t.redis, silentLogger, { batchMax: 4 });
     try {
       const bot = await seedBot(t.db);
       const due = await Promise.all(Array.from({ length: 10 }, () => insertDelivery()));
@@ -321,10 +319,10 @@ describe("request-path hand-off", () => {
   it("when a single vote is handed off in a turn, then it gets a vote.create job whose id is the delivery id, even with batching on", async () => {
     const { botId, deliveryId } = await castWithWebhook();
 
-    const job = await queue.queue.getJob(deliveryId);
+    const job = await t.queue.queue.getJob(deliveryId);
     expect(job?.name).toBe("vote.create");
     expect(job?.data).toEqual({ deliveryId, botId });
-    const jobs = await queue.queue.getJobs(["waiting", "delayed"]);
+    const jobs = await t.queue.queue.getJobs(["waiting", "delayed"]);
     expect(jobs.filter((j) => j.name === "vote.batch")).toEqual([]);
   });
 });

@@ -4,43 +4,23 @@
  * with the same id was removed, so the add creates a new one) or left to the outbox relay.
  */
 import { randomUUID } from "node:crypto";
-import {
-  createTestDatabase,
-  seedBot,
-  type TestDatabase,
-  testRedisPrefix,
-  testRedisUrl,
-} from "@botdir/db/testing";
+import { seedBot, testRedisPrefix, testRedisUrl } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
 import { silentLogger } from "@botdir/service-kit/testing";
 import { Queue } from "bullmq";
 import type { Express } from "express";
-import type { Redis } from "ioredis";
 import request from "supertest";
 import { runBotctl } from "../src/cli/botctl.js";
-import type { DeliveryQueue } from "../src/outbox/queue.js";
 import { createOutboxRelay } from "../src/outbox/relay.js";
 import { seedDeliveries } from "./support/attempts.js";
-import { fastRedis, INTERNAL_KEY, ingestApp, testQueue } from "./support/votes.js";
+import { INTERNAL_KEY, useIngestFixture } from "./support/votes.js";
 
-let t: TestDatabase;
-let redis: Redis;
-let deliveryQueue: DeliveryQueue;
+const t = useIngestFixture();
 let app: Express;
 const clock = new ManualClock(new Date("2026-11-22T10:00:00.000Z"));
 
-beforeAll(async () => {
-  t = await createTestDatabase();
-  redis = await fastRedis(testRedisUrl());
-  deliveryQueue = testQueue(t.db, redis);
-  app = ingestApp({ db: t.db, redis, clock, deliveryQueue });
-});
-
-afterAll(async () => {
-  await deliveryQueue.queue.obliterate({ force: true }).catch(() => {});
-  await deliveryQueue.close();
-  redis.disconnect();
-  await t.drop();
+beforeAll(() => {
+  app = t.app({ clock });
 });
 
 /** A bot with a webhook and one delivery in `state`, with one recorded attempt. */
@@ -99,10 +79,10 @@ describe("POST /internal/v1/bots/:id/webhook/deliveries/:deliveryId/redeliver", 
         next_attempt_at: clock.now(),
         completed_at: null,
       });
-      const job = await deliveryQueue.queue.getJob(deliveryId);
+      const job = await t.queue.queue.getJob(deliveryId);
       expect(job?.data).toEqual({ deliveryId, botId }); // the bot rides along for the dispatcher's fairness caps
       expect(job?.opts.attempts).toBe(5);
-      await deliveryQueue.flush();
+      await t.queue.flush();
       expect((await row(deliveryId))?.handed_off_at).toEqual(clock.now());
     },
   );
@@ -158,7 +138,7 @@ describe("POST /internal/v1/bots/:id/webhook/deliveries/:deliveryId/redeliver", 
   });
 
   it("when the queue is unavailable, then 202 anyway and the outbox relay hands the series off", async () => {
-    const noQueue = ingestApp({ db: t.db, redis, clock });
+    const noQueue = t.app({ clock, deliveryQueue: undefined });
     const { botId, deliveryId } = await seedOne("failed");
     const res = await request(noQueue)
       .post(redeliverUrl(botId, deliveryId))
@@ -166,9 +146,9 @@ describe("POST /internal/v1/bots/:id/webhook/deliveries/:deliveryId/redeliver", 
     expect(res.status).toBe(202);
     expect((await row(deliveryId))?.handed_off_at).toBeNull();
 
-    const relay = createOutboxRelay({ db: t.db, queue: deliveryQueue, clock, logger: silentLogger });
+    const relay = createOutboxRelay({ db: t.db, queue: t.queue, clock, logger: silentLogger });
     expect(await relay.tick()).toBeGreaterThanOrEqual(1);
-    expect((await deliveryQueue.queue.getJob(deliveryId))?.data).toEqual({ deliveryId, botId });
+    expect((await t.queue.queue.getJob(deliveryId))?.data).toEqual({ deliveryId, botId });
   });
 });
 
@@ -182,7 +162,7 @@ describe("botctl webhook redeliver", () => {
       QUEUE_PREFIX: prefix,
     });
     expect(result).toEqual({ code: 0, output: { deliveryId, state: "pending", series: 1 } });
-    const queue = new Queue("webhook-deliveries", { connection: redis.duplicate(), prefix });
+    const queue = new Queue("webhook-deliveries", { connection: t.redis.duplicate(), prefix });
     try {
       expect((await queue.getJob(deliveryId))?.data).toEqual({ deliveryId, botId });
     } finally {

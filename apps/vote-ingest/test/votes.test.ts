@@ -1,54 +1,30 @@
 import type { Server } from "node:http";
 import {
-  createTestDatabase,
   parseMetrics,
   randomBotId,
   randomUserId,
   sampleValue,
   seedBot,
-  type TestDatabase,
-  testRedisUrl,
   watchQueries,
 } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
-import type { Redis } from "ioredis";
 import request from "supertest";
 import { createIngestMetrics } from "../src/metrics.js";
-import type { DeliveryQueue } from "../src/outbox/queue.js";
-import {
-  deliveriesOf,
-  fastRedis,
-  INTERNAL_KEY,
-  ingestApp,
-  logCount,
-  setWebhook,
-  testQueue,
-} from "./support/votes.js";
+import { deliveriesOf, INTERNAL_KEY, logCount, setWebhook, useIngestFixture } from "./support/votes.js";
 
 const TWELVE_HOURS = 12 * 60 * 60 * 1000;
 const START = "2026-11-21T12:00:00.123Z";
 
-let t: TestDatabase;
-let redis: Redis;
-let queue: DeliveryQueue;
-let clock: ManualClock;
+const t = useIngestFixture({ poolMax: 10 });
+const clock = new ManualClock(START);
 let server: Server;
 
-beforeAll(async () => {
-  t = await createTestDatabase({ poolMax: 10 });
-  redis = await fastRedis(testRedisUrl());
-  queue = testQueue(t.db, redis);
-  clock = new ManualClock(START);
-  const app = ingestApp({ db: t.db, redis, clock, deliveryQueue: queue });
-  server = app.listen(0);
+beforeAll(() => {
+  server = t.app({ clock }).listen(0);
 });
 
 afterAll(async () => {
   await new Promise((r) => server.close(r));
-  await queue.queue.obliterate({ force: true });
-  await queue.close();
-  redis.disconnect();
-  await t.drop();
 });
 
 beforeEach(() => clock.set(START));
@@ -150,7 +126,7 @@ describe("POST /internal/v1/votes", () => {
     const userId = randomUserId();
 
     const res = await cast({ bot_id: bot.id, user_id: userId });
-    await queue.flush();
+    await t.queue.flush();
 
     expect(res.status).toBe(201);
     const [delivery, ...others] = await deliveriesOf(t.db, bot.id);
@@ -158,7 +134,7 @@ describe("POST /internal/v1/votes", () => {
     expect(delivery).toMatchObject({ state: "pending", attempts_made: 0 });
     expect(delivery?.next_attempt_at.toISOString()).toBe(START);
     expect(delivery?.handed_off_at?.toISOString()).toBe(START);
-    const job = await queue.queue.getJob(delivery?.id ?? "missing");
+    const job = await t.queue.queue.getJob(delivery?.id ?? "missing");
     expect(job?.id).toBe(delivery?.id);
     expect(job?.name).toBe("vote.create");
     expect(job?.data).toEqual({ deliveryId: delivery?.id, botId: bot.id });
@@ -257,14 +233,7 @@ describe("concurrent votes: one statement and one commit per batch", () => {
 
     // One statement in flight at a time, each 50 ms slower: the wave queues up into batches.
     const metrics = createIngestMetrics();
-    const batched = ingestApp({
-      db: t.db,
-      redis,
-      clock,
-      deliveryQueue: queue,
-      metrics,
-      batching: { maxInFlight: 1, maxBatch: 64 },
-    });
+    const batched = t.app({ clock, metrics, batching: { maxInFlight: 1, maxBatch: 64 } });
     const slowServer = batched.listen(0);
     const pool = t.db.pool;
     const queries = watchQueries(pool, { delayMs: 50 });

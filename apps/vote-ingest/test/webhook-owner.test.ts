@@ -9,16 +9,14 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { promisify } from "node:util";
 import { createSecretBox } from "@botdir/db";
-import { createTestDatabase, seedBot, type TestDatabase, testRedisUrl } from "@botdir/db/testing";
+import { seedBot } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
 import type { Resolver } from "@botdir/webhook-targets";
 import type { Express } from "express";
-import { Redis } from "ioredis";
 import { Webhook } from "standardwebhooks";
 import request from "supertest";
 import { runBotctl } from "../src/cli/botctl.js";
-import type { IngestDeps } from "../src/deps.js";
-import { ingestApp } from "./support/votes.js";
+import { useIngestApp } from "./support/votes.js";
 
 const KEY = `internal-${randomBytes(16).toString("hex")}`;
 const keyHex = randomBytes(32).toString("hex");
@@ -34,33 +32,23 @@ interface Received {
   body: string;
 }
 
-let t: TestDatabase;
-let redis: Redis;
 let server: Server;
 let status = 204;
 const received: Received[] = [];
 const clock = new ManualClock(new Date());
-
-function build(overrides: Partial<IngestDeps> = {}): Express {
-  return ingestApp({
-    db: t.db,
-    redis,
-    clock,
-    internalApiKey: KEY,
-    secretBox: box,
-    allowPrivateTargets: true,
-    webhookResolver: resolver,
-    webhookSecretOverlapMs: OVERLAP,
-    ...overrides,
-  });
-}
+const t = useIngestApp({
+  clock,
+  internalApiKey: KEY,
+  secretBox: box,
+  allowPrivateTargets: true,
+  webhookResolver: resolver,
+  webhookSecretOverlapMs: OVERLAP,
+});
 let app: Express;
 let hookUrl: string;
 
 beforeAll(async () => {
-  t = await createTestDatabase();
-  redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: 1, lazyConnect: true });
-  app = build();
+  app = t.app();
   server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
@@ -75,9 +63,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  redis.disconnect();
   await new Promise((resolve) => server.close(resolve));
-  await t.drop();
 });
 
 beforeEach(() => {
@@ -211,7 +197,7 @@ describe("test event", () => {
   });
 
   it("when the URL points to a private address and private targets are not allowed, then refused_target and nothing is sent", async () => {
-    const strict = build({ allowPrivateTargets: false });
+    const strict = t.app({ allowPrivateTargets: false });
     for (const url of ["https://127.0.0.1:9/hook", "https://metadata.example.com/hook"]) {
       const { id } = await seedBot(t.db);
       // Stored before the rules (or the DNS answer) changed: the test event checks again.

@@ -4,23 +4,13 @@
  * never two claims of one delivery in one statement.
  */
 import type { Db } from "@botdir/db";
-import { seedBot, useTestDatabase } from "@botdir/db/testing";
+import { seedBot } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
 import { waitFor } from "@botdir/service-kit/testing";
 import { type ClaimResult, createDeliveryStore } from "../src/deliveries.js";
-import {
-  attemptRows,
-  claimOptions,
-  configureWebhook,
-  DELAYS,
-  deliveryRow,
-  fail,
-  LEASE_MS,
-  ok,
-  seedDelivery,
-} from "./support.js";
+import { claimOptions, DELAYS, fail, LEASE_MS, ok, recordInput, useDeliveryDatabase } from "./support.js";
 
-const t = useTestDatabase();
+const t = useDeliveryDatabase();
 
 /** The database with every statement's name (or "sql") logged. */
 function counted(db: Db): { db: Db; names: string[] } {
@@ -36,9 +26,8 @@ function counted(db: Db): { db: Db; names: string[] } {
 }
 
 async function deliveries(clock: ManualClock, n: number) {
-  const bot = await seedBot(t.db);
-  await configureWebhook(t.db, bot.id, "http://127.0.0.1:9/hook", "secret");
-  return Promise.all(Array.from({ length: n }, () => seedDelivery(t.db, bot.id, { votedAt: clock.now() })));
+  const { newDelivery } = await t.webhookBot("http://127.0.0.1:9/hook", { secret: "secret", clock });
+  return Promise.all(Array.from({ length: n }, () => newDelivery()));
 }
 
 function claimed(result: ClaimResult) {
@@ -67,19 +56,11 @@ describe("batched claims and records", () => {
     clock.advance(1_000);
     const outcome = (i: number) => (i < 10 ? ok : fail);
     const results = await Promise.all(
-      claims.map((claim, i) =>
-        store.record({
-          deliveryId: all[i]!.id,
-          botId: all[i]!.botId,
-          attemptNumber: claim.attemptNumber,
-          // Numbers 15..18 lost their claim (another replica took over): nothing may be recorded.
-          leaseUntil: i >= 15 && i < 19 ? new Date(0) : claim.leaseUntil,
-          attemptedAt: clock.now(),
-          outcome: outcome(i),
-          now: clock.now(),
-          retryDelays: DELAYS,
-        }),
-      ),
+      claims.map((claim, i) => {
+        // Numbers 15..18 lost their claim (another replica took over): nothing may be recorded.
+        const held = i >= 15 && i < 19 ? { ...claim, leaseUntil: new Date(0) } : claim;
+        return store.record(recordInput(all[i]!, held, outcome(i), clock));
+      }),
     );
 
     expect(names).toEqual(["dispatcher_claim_batch", "dispatcher_record_batch"]);
@@ -90,7 +71,7 @@ describe("batched claims and records", () => {
       ...Array(4).fill({ kind: "superseded" }),
       { kind: "failed" },
     ]);
-    const rows = await Promise.all(all.map((d) => deliveryRow(t.db, d.id)));
+    const rows = await Promise.all(all.map((d) => t.row(d.id)));
     expect(rows.map((r) => r.state)).toEqual([
       ...Array(10).fill("delivered"),
       ...Array(9).fill("pending"),
@@ -100,7 +81,7 @@ describe("batched claims and records", () => {
     expect(rows[10]!.nextAttemptAt).toEqual(retryAt);
     expect(rows[10]!.leaseUntil).toBeNull();
     expect(rows[15]!.leaseUntil).not.toBeNull(); // superseded: the row is left to its new owner
-    const attempts = await Promise.all(all.map((d) => attemptRows(t.db, d.id)));
+    const attempts = await Promise.all(all.map((d) => t.attempts(d.id)));
     expect(attempts.map((a) => a.length)).toEqual([...Array(15).fill(1), 0, 0, 0, 0, 1]);
     expect(attempts[0]![0]).toMatchObject({
       attemptNumber: 1,
@@ -164,7 +145,7 @@ describe("batched claims and records", () => {
     const first = claimed(a!);
     expect(b!.kind).toBe("claimed");
     expect(c).toEqual({ kind: "busy", until: first.leaseUntil });
-    expect((await deliveryRow(t.db, delivery!.id)).attemptsMade).toBe(1);
+    expect((await t.row(delivery!.id)).attemptsMade).toBe(1);
   });
 
   it("when a batch meets the rare cases (an expired lease, no webhook, not due, already delivered), then each ends as with one statement", async () => {
@@ -175,7 +156,7 @@ describe("batched claims and records", () => {
     claimed(await store.claim(crashed!.id, claimOptions(clock))); // then the process "dies"
     clock.advance(LEASE_MS + 1);
     const bot2 = await seedBot(t.db);
-    const orphan = await seedDelivery(t.db, bot2.id, { votedAt: clock.now() }); // bot without webhook
+    const orphan = await t.seedDelivery(bot2.id, { votedAt: clock.now() }); // bot without webhook
     const later = new Date(clock.now().getTime() + 60_000);
     await t.db.prisma.delivery.update({ where: { id: early!.id }, data: { nextAttemptAt: later } });
     await t.db.prisma.delivery.update({ where: { id: done!.id }, data: { state: "delivered" } });
@@ -189,10 +170,10 @@ describe("batched claims and records", () => {
     expect(results[2]).toEqual({ kind: "early", at: later });
     expect(results[3]).toEqual({ kind: "done", reason: "delivered" });
     expect(claimed(results[4]!).attemptNumber).toBe(1);
-    const interrupted = await attemptRows(t.db, crashed!.id);
+    const interrupted = await t.attempts(crashed!.id);
     expect(interrupted.map((a) => [a.attemptNumber, a.errorKind, a.attemptedAt])).toEqual([
       [1, "interrupted", started],
     ]);
-    expect((await deliveryRow(t.db, orphan.id)).state).toBe("failed");
+    expect((await t.row(orphan.id)).state).toBe("failed");
   });
 });

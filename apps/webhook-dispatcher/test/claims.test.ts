@@ -2,45 +2,39 @@
  * The PostgreSQL claim/record protocol, driven step by step with a manual clock: what a duplicate
  * job, a crashed attempt and a replica that outlived its claim may and may not record.
  */
-import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
 import { silentLogger } from "@botdir/service-kit/testing";
-import { createDeliverHandler } from "../src/deliver.handler.js";
+import type { DeliverDeps } from "../src/deliver.handler.js";
 import { claimAttempt, createDeliveryStore, type DeliveryStore, recordAttempt } from "../src/deliveries.js";
 import type { AttemptOutcome } from "../src/http-client.js";
 import { createWebhookSender } from "../src/http-client.js";
 import {
-  attemptRows,
   claimOptions,
-  configureWebhook,
   DELAYS,
-  deliveryRow,
   fail,
   LEASE_MS,
   ok,
   type Receiver,
+  recordInput,
   secretBox,
-  seedDelivery,
   startReceiver,
+  useDeliveryDatabase,
 } from "./support.js";
 
-let t: TestDatabase;
+const t = useDeliveryDatabase();
 let receiver: Receiver;
 
 beforeAll(async () => {
-  t = await createTestDatabase();
   receiver = await startReceiver(() => ({ status: 204, delayMs: 100 }));
 });
 
 afterAll(async () => {
   await receiver.close();
-  await t.drop();
 });
 
 async function arrange(clock: ManualClock) {
-  const bot = await seedBot(t.db);
-  await configureWebhook(t.db, bot.id, receiver.url(), "secret");
-  return seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+  const { newDelivery } = await t.webhookBot(receiver.url(), { secret: "secret", clock });
+  return newDelivery();
 }
 
 async function claimOrFail(id: string, clock: ManualClock) {
@@ -55,28 +49,13 @@ function record(
   outcome: AttemptOutcome,
   clock: ManualClock,
 ) {
-  return recordAttempt(t.db, {
-    deliveryId: delivery.id,
-    botId: delivery.botId,
-    attemptNumber: claim.attemptNumber,
-    leaseUntil: claim.leaseUntil,
-    attemptedAt: clock.now(),
-    outcome,
-    now: clock.now(),
-    retryDelays: DELAYS,
-  });
+  return recordAttempt(t.db, recordInput(delivery, claim, outcome, clock));
 }
 
 /** The deliver handler on the test database, sending for real, with `overrides` (a store, a lease...). */
-function handler(clock: ManualClock, overrides: Partial<Parameters<typeof createDeliverHandler>[0]> = {}) {
-  return createDeliverHandler({
-    db: t.db,
-    secrets: secretBox,
+function handler(clock: ManualClock, overrides: Partial<DeliverDeps> = {}) {
+  return t.handler(clock, {
     send: createWebhookSender({ timeoutMs: 2_000, allowPrivateTargets: true }),
-    clock,
-    logger: silentLogger,
-    retryDelays: DELAYS,
-    leaseMs: LEASE_MS,
     ...overrides,
   });
 }
@@ -92,7 +71,7 @@ describe("claiming and recording attempts", () => {
     expect(first.attemptNumber).toBe(1);
     expect(first.target.secret).toBe("secret");
     expect(second).toEqual({ kind: "busy", until: first.leaseUntil });
-    expect((await deliveryRow(t.db, delivery.id)).attemptsMade).toBe(1);
+    expect((await t.row(delivery.id)).attemptsMade).toBe(1);
   });
 
   it("when an attempt fails, then next_attempt_at moves to now + the delay for that attempt and an earlier claim waits", async () => {
@@ -105,7 +84,7 @@ describe("claiming and recording attempts", () => {
       const result = await record(delivery, claim, fail, clock);
       const expectedNext = new Date(clock.now().getTime() + delay);
       expect(result).toEqual({ kind: "retry", nextAttemptAt: expectedNext });
-      const row = await deliveryRow(t.db, delivery.id);
+      const row = await t.row(delivery.id);
       expect(row.nextAttemptAt).toEqual(expectedNext);
       expect(row.state).toBe("pending");
       expect(row.leaseUntil).toBeNull();
@@ -119,14 +98,14 @@ describe("claiming and recording attempts", () => {
     }
     const fifth = await claimOrFail(delivery.id, clock);
     expect(await record(delivery, fifth, fail, clock)).toEqual({ kind: "failed" });
-    const row = await deliveryRow(t.db, delivery.id);
+    const row = await t.row(delivery.id);
     expect(row.state).toBe("failed");
     expect(row.completedAt).toEqual(clock.now());
     expect(await claimAttempt(t.db, delivery.id, claimOptions(clock))).toEqual({
       kind: "done",
       reason: "failed",
     });
-    expect(await attemptRows(t.db, delivery.id)).toHaveLength(5);
+    expect(await t.attempts(delivery.id)).toHaveLength(5);
   });
 
   it("when a claim's lease expires (the process died), then that attempt is recorded as interrupted and the next follows the schedule", async () => {
@@ -138,7 +117,7 @@ describe("claiming and recording attempts", () => {
     clock.advance(LEASE_MS + 1);
     const afterCrash = await claimAttempt(t.db, delivery.id, claimOptions(clock));
     expect(afterCrash).toEqual({ kind: "early", at: new Date(clock.now().getTime() + DELAYS[0]!) });
-    const attempts = await attemptRows(t.db, delivery.id);
+    const attempts = await t.attempts(delivery.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind, a.attemptedAt])).toEqual([
       [1, null, "interrupted", started],
     ]);
@@ -150,13 +129,13 @@ describe("claiming and recording attempts", () => {
     expect(next.attemptNumber).toBe(2);
     expect(await record(delivery, next, ok, clock)).toEqual({ kind: "delivered" });
 
-    const final = await attemptRows(t.db, delivery.id);
+    const final = await t.attempts(delivery.id);
     expect(final.map((a) => [a.attemptNumber, a.errorKind])).toEqual([
       [1, "interrupted"],
       [2, null],
     ]);
     expect(final.filter((a) => a.errorKind === null)).toHaveLength(1);
-    expect((await deliveryRow(t.db, delivery.id)).state).toBe("delivered");
+    expect((await t.row(delivery.id)).state).toBe("delivered");
   });
 
   it("when the fifth attempt is interrupted, then the delivery is failed and no sixth attempt can be claimed", async () => {
@@ -173,10 +152,10 @@ describe("claiming and recording attempts", () => {
       kind: "done",
       reason: "exhausted",
     });
-    const row = await deliveryRow(t.db, delivery.id);
+    const row = await t.row(delivery.id);
     expect(row.state).toBe("failed");
     expect(row.attemptsMade).toBe(5);
-    const attempts = await attemptRows(t.db, delivery.id);
+    const attempts = await t.attempts(delivery.id);
     expect(attempts.map((a) => a.attemptNumber)).toEqual([1, 2, 3, 4, 5]);
     expect(attempts[4]!.errorKind).toBe("interrupted");
   });
@@ -192,7 +171,7 @@ describe("claiming and recording attempts", () => {
     const claim = await claimAttempt(t.db, delivery.id, claimOptions(clock));
 
     expect(claim).toMatchObject({ kind: "unreadable", attemptNumber: 1, botId: delivery.botId });
-    const row = await deliveryRow(t.db, delivery.id);
+    const row = await t.row(delivery.id);
     expect(row.attemptsMade).toBe(1);
     expect(row.leaseUntil).not.toBeNull();
   });
@@ -224,8 +203,8 @@ describe("claiming and recording attempts", () => {
 
     expect(first).toEqual({ kind: "failed", attemptNumber: 1, errorKind: "secret_unreadable" });
     expect(again).toEqual({ kind: "done", reason: "failed" });
-    expect((await deliveryRow(t.db, delivery.id)).state).toBe("failed");
-    const attempts = await attemptRows(t.db, delivery.id);
+    expect((await t.row(delivery.id)).state).toBe("failed");
+    const attempts = await t.attempts(delivery.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([
       [1, null, "secret_unreadable"],
     ]);
@@ -252,7 +231,7 @@ describe("claiming and recording attempts", () => {
     expect(results.filter((r) => r.kind === "busy")).toEqual(
       Array.from({ length: 4 }, () => ({ kind: "busy", until: lease })),
     );
-    expect((await deliveryRow(t.db, delivery.id)).attemptsMade).toBe(1);
+    expect((await t.row(delivery.id)).attemptsMade).toBe(1);
   });
 
   it("when two handlers run the same delivery at once (a duplicate job), then one request is sent and one attempt recorded", async () => {
@@ -268,7 +247,7 @@ describe("claiming and recording attempts", () => {
 
     expect(results.map((r) => r.kind).sort()).toEqual(["delivered", "wait"]);
     expect(receiver.requests.length - before).toBe(1);
-    expect(await attemptRows(t.db, delivery.id)).toHaveLength(1);
+    expect(await t.attempts(delivery.id)).toHaveLength(1);
   });
 });
 
@@ -298,8 +277,8 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
 
     expect(result).toEqual({ kind: "delivered", attemptNumber: 1 });
     expect(calls).toBe(2);
-    expect((await deliveryRow(t.db, delivery.id)).state).toBe("delivered");
-    const attempts = await attemptRows(t.db, delivery.id);
+    expect((await t.row(delivery.id)).state).toBe("delivered");
+    const attempts = await t.attempts(delivery.id);
     expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([[1, 204, null]]);
   });
 
@@ -344,7 +323,7 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
     const result = await handler(clock, { store: lostReply })({ deliveryId: delivery.id });
 
     expect(result).toEqual({ kind: "delivered", attemptNumber: 1 });
-    expect(await attemptRows(t.db, delivery.id)).toHaveLength(1);
+    expect(await t.attempts(delivery.id)).toHaveLength(1);
   });
 
   it("when the record keeps failing, then the handler gives up before the lease ends and nothing is recorded", async () => {
@@ -365,7 +344,7 @@ describe("durable outcomes: recording an attempt retries within the claim", () =
     // then): the claim and the HTTP attempt before it are not part of the window.
     expect(performance.now() - firstRecordAt).toBeLessThan(1_500);
     expect(calls).toBeGreaterThan(2);
-    expect(await attemptRows(t.db, delivery.id)).toHaveLength(0);
-    expect((await deliveryRow(t.db, delivery.id)).state).toBe("pending");
+    expect(await t.attempts(delivery.id)).toHaveLength(0);
+    expect((await t.row(delivery.id)).state).toBe("pending");
   });
 });

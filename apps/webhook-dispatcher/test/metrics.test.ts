@@ -1,75 +1,35 @@
-import {
-  createTestDatabase,
-  parseMetrics,
-  sampleValue,
-  seedBot,
-  type TestDatabase,
-  testRedisPrefix,
-} from "@botdir/db/testing";
-import { systemClock } from "@botdir/service-kit";
+import { parseMetrics, sampleValue } from "@botdir/db/testing";
 import { silentLogger } from "@botdir/service-kit/testing";
-import type { Redis } from "ioredis";
 import request from "supertest";
 import { createHttpApp } from "../src/app.js";
 import { createDispatcherMetrics, type DispatcherMetrics } from "../src/metrics.js";
-import { createDispatcherWorker, type DispatcherWorker } from "../src/worker.js";
-import {
-  configureWebhook,
-  handOff,
-  openQueue,
-  type Receiver,
-  secretBox,
-  seedDelivery,
-  startReceiver,
-  testConfig,
-  waitForState,
-  workerRedis,
-} from "./support.js";
+import { type DispatcherHarness, type Receiver, startDispatcherHarness } from "./support.js";
 
-let t: TestDatabase;
-let queue: ReturnType<typeof openQueue>;
-let redis: Redis;
-let metrics: DispatcherMetrics;
-let worker: DispatcherWorker;
+let h: DispatcherHarness;
 let receiver: Receiver;
 
 beforeAll(async () => {
-  t = await createTestDatabase();
-  const prefix = testRedisPrefix();
-  queue = openQueue(prefix);
-  redis = workerRedis();
-  metrics = createDispatcherMetrics({ queue: queue.queue });
-  worker = createDispatcherWorker(
-    { db: t.db, redis, secrets: secretBox, clock: systemClock, logger: silentLogger, metrics },
-    testConfig(prefix),
-  );
-  await worker.waitUntilReady();
+  h = await startDispatcherHarness();
   // /flaky answers 500 to its first request and 204 afterwards; /ok always 204.
-  receiver = await startReceiver((req, n) => ({ status: req.path === "/flaky" && n === 1 ? 500 : 204 }));
+  receiver = await h.receiver((req, n) => ({ status: req.path === "/flaky" && n === 1 ? 500 : 204 }));
 });
 
-afterAll(async () => {
-  await worker.close();
-  await queue.close();
-  await receiver.close();
-  redis.disconnect();
-  await t.drop();
-});
+afterAll(() => h.close());
 
-async function scrape(m: DispatcherMetrics) {
-  const res = await request(createHttpApp({ db: t.db, redis, logger: silentLogger, metrics: m })).get(
-    "/metrics",
-  );
+async function scrape(metrics: DispatcherMetrics) {
+  const app = createHttpApp({ db: h.db, redis: h.worker.redis, logger: silentLogger, metrics });
+  const res = await request(app).get("/metrics");
   expect(res.status).toBe(200);
   expect(res.headers["content-type"]).toMatch(/^text\/plain; version=0\.0\.4/);
   return { text: res.text, samples: parseMetrics(res.text) };
 }
 
 async function deliveryTo(path: string, nextAttemptAt?: Date) {
-  const bot = await seedBot(t.db);
-  await configureWebhook(t.db, bot.id, receiver.url(path), "whsec_metrics_secret");
-  const delivery = await seedDelivery(t.db, bot.id, nextAttemptAt ? { nextAttemptAt } : {});
-  await handOff(queue.queue, delivery);
+  const { delivery } = await h.arrange(receiver.url(path), {
+    secret: "whsec_metrics_secret",
+    ...(nextAttemptAt ? { nextAttemptAt } : {}),
+  });
+  await h.handOff(delivery);
   return delivery;
 }
 
@@ -78,10 +38,10 @@ describe("webhook-dispatcher GET /metrics", () => {
     const ok = await deliveryTo("/ok");
     const flaky = await deliveryTo("/flaky");
     const later = await deliveryTo("/ok", new Date(Date.now() + 3_600_000));
-    await waitForState(t.db, ok.id, "delivered");
-    await waitForState(t.db, flaky.id, "delivered");
+    await h.waitForState(ok.id, "delivered");
+    await h.waitForState(flaky.id, "delivered");
 
-    const { text, samples } = await scrape(metrics);
+    const { text, samples } = await scrape(h.worker.metrics);
     const attempts = (outcome: string, errorKind: string, attempt: string) =>
       sampleValue(samples, "botdir_webhook_attempts_total", {
         app: "webhook-dispatcher",

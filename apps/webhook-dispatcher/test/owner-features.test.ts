@@ -2,32 +2,13 @@
  * Issue 14: Standard Webhooks headers (checked with the real `standardwebhooks` package), a rotated
  * secret signing beside the new one during its overlap, and dead endpoints disabled after the window.
  */
-import { createTestDatabase, seedBot, type TestDatabase } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
-import { silentLogger } from "@botdir/service-kit/testing";
 import { Webhook } from "standardwebhooks";
-import { createDeliverHandler } from "../src/deliver.handler.js";
 import type { AttemptOutcome, WebhookRequest } from "../src/http-client.js";
-import {
-  configureWebhook,
-  DELAYS,
-  deliveryRow,
-  fail,
-  LEASE_MS,
-  ok,
-  secretBox,
-  seedDelivery,
-} from "./support.js";
+import { fail, ok, secretBox, useDeliveryDatabase } from "./support.js";
 
 const DAY = 24 * 60 * 60 * 1000;
-let t: TestDatabase;
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-afterAll(async () => {
-  await t.drop();
-});
+const t = useDeliveryDatabase();
 
 /** A secret as botctl issues it. */
 const issued = (n: number) => `whsec_${n.toString(16).padStart(2, "0").repeat(32)}`;
@@ -35,17 +16,11 @@ const issued = (n: number) => `whsec_${n.toString(16).padStart(2, "0").repeat(32
 /** The handler with the dead-endpoint rule; `reply` is the outcome of every attempt (or makes it). */
 function handler(clock: ManualClock, reply: AttemptOutcome | (() => Promise<AttemptOutcome>)) {
   const sent: WebhookRequest[] = [];
-  const deliver = createDeliverHandler({
-    db: t.db,
-    secrets: secretBox,
+  const deliver = t.handler(clock, {
     send: async (request) => {
       sent.push(request);
       return typeof reply === "function" ? reply() : reply;
     },
-    clock,
-    logger: silentLogger,
-    retryDelays: DELAYS,
-    leaseMs: LEASE_MS,
     deadEndpoints: { afterMs: 5 * DAY, minDeliveries: 5 },
   });
   return { deliver, sent };
@@ -58,10 +33,11 @@ function verifyWith(secret: string, request: WebhookRequest) {
 describe("Standard Webhooks headers", () => {
   it("when a vote is delivered, then webhook-id is the delivery id and the standardwebhooks package verifies it with the secret as shown", async () => {
     const clock = new ManualClock(new Date());
-    const bot = await seedBot(t.db);
-    const secret = issued(1);
-    await configureWebhook(t.db, bot.id, "https://example.test/hook", secret);
-    const delivery = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    const { bot, secret, newDelivery } = await t.webhookBot("https://example.test/hook", {
+      secret: issued(1),
+      clock,
+    });
+    const delivery = await newDelivery();
     const { deliver, sent } = handler(clock, ok);
 
     expect((await deliver({ deliveryId: delivery.id })).kind).toBe("delivered");
@@ -77,9 +53,8 @@ describe("Standard Webhooks headers", () => {
 
   it("when a secret was rotated, then during the overlap both secrets verify and Authorization is the new one; after it only the new one", async () => {
     const clock = new ManualClock(new Date());
-    const bot = await seedBot(t.db);
     const [previous, next] = [issued(3), issued(4)];
-    await configureWebhook(t.db, bot.id, "https://example.test/hook", next);
+    const { bot, newDelivery } = await t.webhookBot("https://example.test/hook", { secret: next, clock });
     await t.db.prisma.bot.update({
       where: { id: bot.id },
       data: {
@@ -89,7 +64,7 @@ describe("Standard Webhooks headers", () => {
     });
     const { deliver, sent } = handler(clock, ok);
 
-    const during = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    const during = await newDelivery();
     await deliver({ deliveryId: during.id });
     const overlap = sent[0]!;
     expect(String(overlap.headers["webhook-signature"]).split(" ")).toHaveLength(2);
@@ -102,7 +77,7 @@ describe("Standard Webhooks headers", () => {
       where: { id: bot.id },
       data: { webhookPreviousSecretUntil: new Date(clock.now().getTime() - 1) },
     });
-    const after = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    const after = await newDelivery();
     await deliver({ deliveryId: after.id });
     const single = sent[1]!;
     expect(String(single.headers["webhook-signature"]).split(" ")).toHaveLength(1);
@@ -112,10 +87,11 @@ describe("Standard Webhooks headers", () => {
 
   it("when a delivery is replayed outside the receiver's tolerance, then the package rejects it", async () => {
     const clock = new ManualClock(new Date(Date.now() - 10 * 60_000));
-    const bot = await seedBot(t.db);
-    const secret = issued(5);
-    await configureWebhook(t.db, bot.id, "https://example.test/hook", secret);
-    const delivery = await seedDelivery(t.db, bot.id, { votedAt: clock.now() });
+    const { secret, newDelivery } = await t.webhookBot("https://example.test/hook", {
+      secret: issued(5),
+      clock,
+    });
+    const delivery = await newDelivery();
     const { deliver, sent } = handler(clock, ok);
     await deliver({ deliveryId: delivery.id });
     expect(() => verifyWith(secret, sent[0]!)).toThrow(/too old/);
@@ -126,13 +102,14 @@ describe("dead endpoints", () => {
   /** A bot with a webhook at example.test/`path` and the `n`th issued secret, a clock at now. */
   async function webhookBot(path: string, n: number) {
     const clock = new ManualClock(new Date());
-    const bot = await seedBot(t.db);
-    await configureWebhook(t.db, bot.id, `https://example.test/${path}`, issued(n));
+    const { bot, newDelivery } = await t.webhookBot(`https://example.test/${path}`, {
+      secret: issued(n),
+      clock,
+    });
     return {
       clock,
       bot,
-      /** A delivery of a vote cast now. */
-      newDelivery: () => seedDelivery(t.db, bot.id, { votedAt: clock.now() }),
+      newDelivery,
       disabledAt: async () =>
         (await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt,
     };
@@ -160,7 +137,7 @@ describe("dead endpoints", () => {
     expect(row.webhookDisabledAt?.toISOString()).toBe(clock.now().toISOString());
     expect(row.webhookDisabledReason).toBe("dead_endpoint");
     for (const d of [...early, last]) {
-      const delivery = await deliveryRow(t.db, d.id);
+      const delivery = await t.row(d.id);
       expect([delivery.state, delivery.failureReason]).toEqual(["failed", "endpoint_disabled"]);
     }
 
@@ -169,7 +146,7 @@ describe("dead endpoints", () => {
     const later = await newDelivery();
     expect(await deliver({ deliveryId: later.id })).toEqual({ kind: "done", reason: "endpoint_disabled" });
     expect(sent.length).toBe(requestsBefore);
-    expect((await deliveryRow(t.db, later.id)).failureReason).toBe("endpoint_disabled");
+    expect((await t.row(later.id)).failureReason).toBe("endpoint_disabled");
   });
 
   it("when failures span the window but a delivery succeeded in between, then the webhook stays enabled", async () => {
@@ -248,7 +225,7 @@ describe("dead endpoints", () => {
       "gone",
     ]);
     for (const d of [first, waiting]) {
-      const delivery = await deliveryRow(t.db, d.id);
+      const delivery = await t.row(d.id);
       expect([delivery.state, delivery.failureReason]).toEqual(["failed", "endpoint_disabled"]);
     }
     expect(await deliver({ deliveryId: waiting.id })).toEqual({ kind: "done", reason: "failed" });

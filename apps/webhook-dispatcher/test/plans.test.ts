@@ -25,35 +25,52 @@ beforeAll(async () => {
   await configureWebhook(t.db, bot.id, "https://example.com/hook", "whsec_plan");
   // Statistics of a quiet moment (everything delivered, nothing pending), then a backlog they do
   // not know about.
-  await t.db.pool.query(
-    `WITH v AS (
-       INSERT INTO vote_log (bot_id, user_id, voted_at)
-       SELECT $1, (200000000000000000 + g)::text, now() - interval '1 day' FROM generate_series(1, 2000) g
-       RETURNING id, bot_id, voted_at
-     )
-     INSERT INTO webhook_deliveries
-            (id, bot_id, vote_id, state, attempts_made, next_attempt_at, completed_at, created_at, updated_at)
-     SELECT gen_random_uuid(), bot_id, id, 'delivered', 1, voted_at, voted_at, voted_at, voted_at FROM v`,
-    [bot.id],
-  );
+  await insertDeliveries(bot.id, {
+    count: 2000,
+    firstUser: "200000000000000000",
+    age: "1 day",
+    state: "delivered",
+  });
   await t.db.pool.query("ANALYZE");
-  const { rows } = await t.db.pool.query<{ id: string }>(
-    `WITH v AS (
-       INSERT INTO vote_log (bot_id, user_id, voted_at)
-       SELECT $1, (300000000000000000 + g)::text, now() - interval '1 minute' FROM generate_series(1, 5000) g
-       RETURNING id, bot_id, voted_at
-     )
-     INSERT INTO webhook_deliveries (id, bot_id, vote_id, state, attempts_made, next_attempt_at, created_at, updated_at)
-     SELECT gen_random_uuid(), bot_id, id, 'pending', 0, voted_at, voted_at, voted_at FROM v
-     RETURNING id`,
-    [bot.id],
-  );
-  ids = rows.map((r) => r.id);
+  ids = await insertDeliveries(bot.id, { count: 5000, firstUser: "300000000000000000", age: "1 minute" });
 }, 60_000);
 
 afterAll(async () => {
   await t.drop();
 });
+
+/**
+ * `count` votes of `botId` cast `age` ago (user ids counting up from `firstUser`) and their
+ * deliveries, in one statement: pending with `attemptsMade` attempts made (none by default), or
+ * delivered with one when the vote was cast. Returns the deliveries' ids.
+ */
+async function insertDeliveries(
+  botId: string,
+  rows: {
+    count: number;
+    firstUser: string;
+    age: string;
+    state?: "pending" | "delivered";
+    attemptsMade?: number;
+  },
+): Promise<string[]> {
+  const state = rows.state ?? "pending";
+  const attemptsMade = rows.attemptsMade ?? (state === "delivered" ? 1 : 0);
+  const { rows: inserted } = await t.db.pool.query<{ id: string }>(
+    `WITH v AS (
+       INSERT INTO vote_log (bot_id, user_id, voted_at)
+       SELECT $1, ($2::bigint + g)::text, now() - $3::interval FROM generate_series(1, $4::int) g
+       RETURNING id, bot_id, voted_at
+     )
+     INSERT INTO webhook_deliveries
+            (id, bot_id, vote_id, state, attempts_made, next_attempt_at, completed_at, created_at, updated_at)
+     SELECT gen_random_uuid(), bot_id, id, $5::delivery_state, $6, voted_at,
+            CASE WHEN $5::delivery_state = 'pending' THEN NULL ELSE voted_at END, voted_at, voted_at FROM v
+     RETURNING id`,
+    [botId, rows.firstUser, rows.age, rows.count, state, attemptsMade],
+  );
+  return inserted.map((r) => r.id);
+}
 
 /** Every scan of webhook_deliveries in the plan, as "alias: how". */
 function deliveryScans(node: PlanNode, out: string[] = []): string[] {
@@ -160,22 +177,19 @@ describe("the dead-endpoint check during a burst of failures", () => {
     botId = bot.id;
     await configureWebhook(t.db, bot.id, "https://example.com/down", "whsec_burst");
     // An endpoint down for the last hour of a popular bot: 3,000 failed attempts, none older.
+    const failing = await insertDeliveries(botId, {
+      count: 600,
+      firstUser: "400000000000000000",
+      age: "1 hour",
+      attemptsMade: 5,
+    });
     await t.db.pool.query(
-      `WITH v AS (
-         INSERT INTO vote_log (bot_id, user_id, voted_at)
-         SELECT $1, (400000000000000000 + g)::text, now() - interval '1 hour' FROM generate_series(1, 600) g
-         RETURNING id, bot_id, voted_at
-       ), d AS (
-         INSERT INTO webhook_deliveries
-                (id, bot_id, vote_id, state, attempts_made, next_attempt_at, created_at, updated_at)
-         SELECT gen_random_uuid(), bot_id, id, 'pending', 5, voted_at, voted_at, voted_at FROM v
-         RETURNING id, bot_id, created_at
-       )
-       INSERT INTO webhook_attempts
+      `INSERT INTO webhook_attempts
               (delivery_id, series, bot_id, attempt_number, status_code, error_kind, duration_ms, attempted_at)
        SELECT d.id, 0, d.bot_id, n, 500, 'http_status', 3, d.created_at + n * interval '1 minute'
-         FROM d, generate_series(1, 5) n`,
-      [botId],
+         FROM webhook_deliveries d, generate_series(1, 5) n
+        WHERE d.id = ANY($1::uuid[])`,
+      [failing],
     );
     await t.db.pool.query("ANALYZE webhook_attempts");
   });

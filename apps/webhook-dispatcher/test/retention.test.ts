@@ -1,12 +1,5 @@
 import { randomUUID } from "node:crypto";
-import {
-  createTestDatabase,
-  parseMetrics,
-  randomUserId,
-  sampleValue,
-  seedBot,
-  type TestDatabase,
-} from "@botdir/db/testing";
+import { parseMetrics, randomUserId, sampleValue, seedBot, useTestDatabase } from "@botdir/db/testing";
 import { createMetricsRegistry, ManualClock } from "@botdir/service-kit";
 import { silentLogger } from "@botdir/service-kit/testing";
 import {
@@ -16,19 +9,11 @@ import {
   scheduleRetention,
 } from "../src/retention.js";
 
-let t: TestDatabase;
+const t = useTestDatabase();
 const DAY = 24 * 60 * 60 * 1000;
 const MIN = 60 * 1000;
 const clock = new ManualClock("2026-11-21T12:00:00.000Z");
 const ago = (ms: number) => new Date(clock.now().getTime() - ms);
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-
-afterAll(async () => {
-  await t.drop();
-});
 
 /** A vote, its delivery in `state` (completed at `at` unless pending) and `attempts` attempts at `at`. */
 async function seedDelivery(

@@ -11,6 +11,7 @@ import {
   type TestDatabase,
   testRedisPrefix,
   testRedisUrl,
+  useForFile,
 } from "@botdir/db/testing";
 import {
   deliveryBatchJobOptions,
@@ -19,12 +20,14 @@ import {
   type JOBS,
   QUEUES,
 } from "@botdir/schema";
-import { type Logger, type ManualClock, systemClock } from "@botdir/service-kit";
+import { type Clock, type Logger, type ManualClock, systemClock } from "@botdir/service-kit";
 import { silentLogger, waitFor } from "@botdir/service-kit/testing";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
-import type { ClaimOptions } from "../src/deliveries.js";
+import { createDeliverHandler, type DeliverDeps } from "../src/deliver.handler.js";
+import type { ClaimOptions, RecordInput } from "../src/deliveries.js";
 import type { AttemptOutcome } from "../src/http-client.js";
+import { createDispatcherMetrics, type DispatcherMetrics } from "../src/metrics.js";
 import { createDispatcherWorker, type DispatcherConfig, type DispatcherWorker } from "../src/worker.js";
 
 export const encryptionKey = randomBytes(32);
@@ -52,23 +55,31 @@ export function workerRedis(): Redis {
 
 export interface StartedWorker {
   worker: DispatcherWorker;
+  /** The worker's own Redis connection. */
+  redis: Redis;
+  /** Its metrics registry: one per replica, as main.ts wires it. */
+  metrics: DispatcherMetrics;
   close(): Promise<void>;
 }
 
+/** A dispatcher worker as main.ts starts one, reporting to `metrics` (a registry of its own by default). */
 export async function startWorker(
   db: Db,
   config: DispatcherConfig,
   logger: Logger = silentLogger,
+  metrics: DispatcherMetrics = createDispatcherMetrics(),
 ): Promise<StartedWorker> {
   const redis = workerRedis();
   const worker = createDispatcherWorker(
-    { db, redis, secrets: secretBox, clock: systemClock, logger },
+    { db, redis, secrets: secretBox, clock: systemClock, logger, metrics },
     config,
   );
   await worker.waitUntilReady();
   let closed: Promise<void> | undefined;
   return {
     worker,
+    redis,
+    metrics,
     close() {
       // Once: a harness closes every worker it started, also one a test closed already.
       closed ??= worker.close().then(() => redis.disconnect());
@@ -263,16 +274,121 @@ export function claimOptions(clock: ManualClock): ClaimOptions {
   };
 }
 
+/** What a claim's holder records when its attempt of `delivery` ended in `outcome`, at the clock's now. */
+export function recordInput(
+  delivery: { id: string; botId: string },
+  claim: { attemptNumber: number; leaseUntil: Date },
+  outcome: AttemptOutcome,
+  clock: Clock,
+): RecordInput {
+  return {
+    deliveryId: delivery.id,
+    botId: delivery.botId,
+    attemptNumber: claim.attemptNumber,
+    leaseUntil: claim.leaseUntil,
+    attemptedAt: clock.now(),
+    outcome,
+    now: clock.now(),
+    retryDelays: DELAYS,
+  };
+}
+
 /** A seeded delivery as handOff takes it. */
 type HandOff = Parameters<typeof handOff>[1];
+
+/** A bot with a webhook, and deliveries of its votes. */
+export interface WebhookBot {
+  bot: SeededBot;
+  secret: string;
+  /** A pending delivery of a vote cast now (by the bot's clock), due at once unless told otherwise. */
+  newDelivery(options?: { nextAttemptAt?: Date }): Promise<SeededDelivery>;
+}
+
+/**
+ * One test database's delivery rows: seeding bots, webhooks and deliveries as vote-ingest writes
+ * them, and reading what the dispatcher made of them. The worker harness has all of it too.
+ */
+export interface DeliveryDatabase {
+  t: TestDatabase;
+  db: Db;
+  /** An approved bot whose webhook is `url` (with `secret`); its votes are cast at `clock`'s now. */
+  webhookBot(url: string, options?: { secret?: string; clock?: Clock }): Promise<WebhookBot>;
+  /** An approved bot whose webhook points at `url`, and one pending delivery of it. */
+  arrange(
+    url: string,
+    options?: { secret?: string; nextAttemptAt?: Date },
+  ): Promise<{ bot: SeededBot; delivery: SeededDelivery; secret: string }>;
+  seedDelivery(botId: string, options?: { nextAttemptAt?: Date; votedAt?: Date }): Promise<SeededDelivery>;
+  configureWebhook(botId: string, url: string | null, secret: string | null): Promise<void>;
+  row(id: string): ReturnType<typeof deliveryRow>;
+  attempts(deliveryId: string): ReturnType<typeof attemptRows>;
+  waitForState(id: string, state: "delivered" | "failed", timeoutMs?: number): ReturnType<typeof deliveryRow>;
+  /**
+   * The deliver handler on this database, driven by hand with `clock`: the claim fixtures' retry
+   * delays and lease, nothing logged; `deps` gives the sender and replaces any of the rest.
+   */
+  handler(
+    clock: Clock,
+    deps: Pick<DeliverDeps, "send"> & Partial<DeliverDeps>,
+  ): ReturnType<typeof createDeliverHandler>;
+}
+
+export function deliveryDatabase(t: TestDatabase): DeliveryDatabase {
+  const db = t.db;
+  const webhookBot: DeliveryDatabase["webhookBot"] = async (url, options = {}) => {
+    const secret = options.secret ?? "whsec_test_secret";
+    const clock = options.clock ?? systemClock;
+    const bot = await seedBot(db);
+    await configureWebhook(db, bot.id, url, secret);
+    return {
+      bot,
+      secret,
+      newDelivery: (delivery = {}) => seedDelivery(db, bot.id, { votedAt: clock.now(), ...delivery }),
+    };
+  };
+  return {
+    t,
+    db,
+    webhookBot,
+    async arrange(url, options = {}) {
+      const { bot, secret, newDelivery } = await webhookBot(url, options);
+      const delivery = await newDelivery(
+        options.nextAttemptAt ? { nextAttemptAt: options.nextAttemptAt } : {},
+      );
+      return { bot, delivery, secret };
+    },
+    seedDelivery: (botId, options) => seedDelivery(db, botId, options),
+    configureWebhook: (botId, url, secret) => configureWebhook(db, botId, url, secret),
+    row: (id) => deliveryRow(db, id),
+    attempts: (deliveryId) => attemptRows(db, deliveryId),
+    waitForState: (id, state, timeoutMs) => waitForState(db, id, state, timeoutMs),
+    handler: (clock, deps) =>
+      createDeliverHandler({
+        db,
+        secrets: secretBox,
+        clock,
+        logger: silentLogger,
+        retryDelays: DELAYS,
+        leaseMs: LEASE_MS,
+        ...deps,
+      }),
+  };
+}
+
+/** A DeliveryDatabase of this test file's own: created before its tests, dropped after them. */
+export function useDeliveryDatabase(): DeliveryDatabase {
+  return useForFile(
+    "the delivery database",
+    async () => deliveryDatabase(await createTestDatabase()),
+    (d) => d.t.drop(),
+  );
+}
 
 /**
  * The dispatcher's worker harness: a database and a queue prefix of the test file's own, the
  * queue, dispatcher workers consuming it (one by default), receivers, and one teardown (`close`).
  */
-export interface DispatcherHarness {
-  t: TestDatabase;
-  db: Db;
+export interface DispatcherHarness extends DeliveryDatabase {
   prefix: string;
   queue: Queue;
   /** The workers, in start order (`worker` is the first). */
@@ -282,19 +398,9 @@ export interface DispatcherHarness {
   receiver(reply?: (req: ReceivedRequest, n: number) => Reply): Promise<Receiver>;
   /** Starts one more worker on the queue (`testConfig` plus `overrides`), closed by `close`. */
   addWorker(overrides?: Partial<DispatcherConfig>, logger?: Logger): Promise<StartedWorker>;
-  /** An approved bot whose webhook points at `url`, and one pending delivery of it. */
-  arrange(
-    url: string,
-    options?: { secret?: string; nextAttemptAt?: Date },
-  ): Promise<{ bot: SeededBot; delivery: SeededDelivery; secret: string }>;
-  seedDelivery(botId: string, options?: { nextAttemptAt?: Date; votedAt?: Date }): Promise<SeededDelivery>;
-  configureWebhook(botId: string, url: string | null, secret: string | null): Promise<void>;
   handOff(delivery: HandOff, now?: Date): Promise<void>;
   /** One `vote.batch` job of these deliveries; resolves with its job id. */
   handOffBatch(deliveries: { id: string; botId?: string }[]): Promise<string>;
-  row(id: string): ReturnType<typeof deliveryRow>;
-  attempts(deliveryId: string): ReturnType<typeof attemptRows>;
-  waitForState(id: string, state: "delivered" | "failed", timeoutMs?: number): ReturnType<typeof deliveryRow>;
   /** Waits until the job of delivery `id` has left the queue. */
   jobGone(id: string): Promise<void>;
   close(): Promise<void>;
@@ -309,14 +415,15 @@ export async function startDispatcherHarness(
   const workers: StartedWorker[] = [];
   const receivers: Receiver[] = [];
   const addWorker = async (overrides: Partial<DispatcherConfig> = {}, logger = options.logger) => {
-    const started = await startWorker(t.db, testConfig(prefix, overrides), logger);
+    // Each replica a registry of its own, as in production, reading the depth of the harness's queue.
+    const metrics = createDispatcherMetrics({ queue: opened.queue });
+    const started = await startWorker(t.db, testConfig(prefix, overrides), logger, metrics);
     workers.push(started);
     return started;
   };
   for (const overrides of options.workers ?? [{}]) await addWorker(overrides);
   const harness: DispatcherHarness = {
-    t,
-    db: t.db,
+    ...deliveryDatabase(t),
     prefix,
     queue: opened.queue,
     workers,
@@ -331,24 +438,8 @@ export async function startDispatcherHarness(
       return started;
     },
     addWorker,
-    async arrange(url, arrangeOptions = {}) {
-      const secret = arrangeOptions.secret ?? "whsec_test_secret";
-      const bot = await seedBot(t.db);
-      await configureWebhook(t.db, bot.id, url, secret);
-      const delivery = await seedDelivery(
-        t.db,
-        bot.id,
-        arrangeOptions.nextAttemptAt ? { nextAttemptAt: arrangeOptions.nextAttemptAt } : {},
-      );
-      return { bot, delivery, secret };
-    },
-    seedDelivery: (botId, seedOptions) => seedDelivery(t.db, botId, seedOptions),
-    configureWebhook: (botId, url, secret) => configureWebhook(t.db, botId, url, secret),
     handOff: (delivery, now) => handOff(opened.queue, delivery, now),
     handOffBatch: (deliveries) => handOffBatch(opened.queue, deliveries),
-    row: (id) => deliveryRow(t.db, id),
-    attempts: (deliveryId) => attemptRows(t.db, deliveryId),
-    waitForState: (id, state, timeoutMs) => waitForState(t.db, id, state, timeoutMs),
     async jobGone(id) {
       await waitFor(async () => (await opened.queue.getJob(id)) === undefined, `job ${id} to be removed`);
     },

@@ -1,10 +1,10 @@
-/** Shared arrangement of the vote and outbox tests: an app on a test database and a test queue. */
+/** Shared arrangement of vote-ingest's tests: apps on a test database, Redis, and a test queue. */
 import type { Db } from "@botdir/db";
-import { testRedisPrefix } from "@botdir/db/testing";
+import { createTestDatabase, testRedisPrefix, testRedisUrl, useForFile } from "@botdir/db/testing";
 import { type Logger, ManualClock, type RedisClient } from "@botdir/service-kit";
 import { connectRedis, silentLogger } from "@botdir/service-kit/testing";
 import type { Express } from "express";
-import type { Redis } from "ioredis";
+import { Redis } from "ioredis";
 import { createApp } from "../../src/app.js";
 import type { IngestDeps } from "../../src/deps.js";
 import { createDeliveryQueue, type DeliveryQueue } from "../../src/outbox/queue.js";
@@ -43,6 +43,72 @@ export function ingestApp(deps: { db: Db; redis: RedisClient } & Partial<IngestD
     webhookResolver: null,
     ...deps,
   });
+}
+
+/**
+ * The arrangement most vote-ingest tests share: a test database, a fail-fast Redis connection to
+ * the test Redis (or to `redisUrl`, a Redis server a test file runs itself) and a delivery queue
+ * under a key prefix of its own on it.
+ */
+export async function startIngestFixture(options: { poolMax?: number; redisUrl?: string } = {}) {
+  const t = await createTestDatabase(options.poolMax === undefined ? {} : { poolMax: options.poolMax });
+  const redis = await fastRedis(options.redisUrl ?? testRedisUrl());
+  const queue = testQueue(t.db, redis);
+  return {
+    db: t.db,
+    /** The database's URL (for a CLI run against it). */
+    url: t.url,
+    redis,
+    queue,
+    /** ingestApp on this database, Redis and queue, with `deps` replacing any of it. */
+    app: (deps: Partial<IngestDeps> = {}): Express =>
+      ingestApp({ db: t.db, redis, deliveryQueue: queue, ...deps }),
+    /** Removes the queue's jobs and closes everything; drops the database. */
+    async close(): Promise<void> {
+      await queue.queue.obliterate({ force: true }).catch(() => {});
+      await queue.close().catch(() => {});
+      redis.disconnect();
+      await t.drop();
+    },
+  };
+}
+
+export type IngestFixture = Awaited<ReturnType<typeof startIngestFixture>>;
+
+/** This test file's IngestFixture: started before its tests, closed after them. */
+export function useIngestFixture(options: { poolMax?: number } = {}): IngestFixture {
+  return useForFile(
+    "the vote-ingest fixture",
+    () => startIngestFixture(options),
+    (fixture) => fixture.close(),
+  );
+}
+
+/**
+ * The management API's arrangement: this test file's database and a Redis connection made on first
+ * use, without a delivery queue; `app` builds ingestApp on them with the file's `deps` (its key,
+ * secret box, DNS answers...), then `overrides`.
+ */
+export function useIngestApp(deps: Partial<IngestDeps> = {}) {
+  return useForFile(
+    "the vote-ingest app's database and Redis",
+    async () => {
+      const t = await createTestDatabase();
+      const redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: 1, lazyConnect: true });
+      return {
+        db: t.db,
+        /** The database's URL (for a CLI run against it). */
+        url: t.url,
+        app: (overrides: Partial<IngestDeps> = {}): Express =>
+          ingestApp({ db: t.db, redis, ...deps, ...overrides }),
+        async close(): Promise<void> {
+          redis.disconnect();
+          await t.drop();
+        },
+      };
+    },
+    (fixture) => fixture.close(),
+  );
 }
 
 export async function setWebhook(db: Db, botId: string, url = "http://127.0.0.1:9/hook"): Promise<void> {
