@@ -150,6 +150,16 @@ describe("outbox relay", () => {
     expect(await t.queue.queue.getJob(id)).toBeDefined();
   });
 
+  it("when a redelivery (series 1) of a delivery created a moment ago was never handed off, then the relay takes it at the next tick, without the grace period", async () => {
+    const id = await insertDelivery();
+    await t.db.pool.query("UPDATE webhook_deliveries SET series = 1 WHERE id = $1", [id]);
+    const firstSeries = await insertDelivery();
+
+    expect(await relay().tick()).toBe(1);
+    expect(await t.queue.queue.getJob(id)).toBeDefined();
+    expect(await t.queue.queue.getJob(firstSeries)).toBeUndefined();
+  });
+
   it("when deliveries are delivered or failed, then the relay never hands them off", async () => {
     const delivered = await insertDelivery({ state: "delivered" });
     const failed = await insertDelivery({ state: "failed" });

@@ -1,7 +1,8 @@
 /**
  * The transactional outbox relay: hands pending webhook deliveries from PostgreSQL to BullMQ.
  *
- * It picks up (a) deliveries never handed off (the after-commit add failed, e.g. Redis was down),
+ * It picks up (a) deliveries never handed off: the after-commit add failed (e.g. Redis was down),
+ * or a redelivery (series > 0, started by the API with no hand-off of its own, taken at once),
  * and (b) deliveries due more than `staleMs` ago that made no progress since (the job was lost,
  * e.g. Redis restarted empty). Rows are claimed with FOR UPDATE SKIP LOCKED, so any number of
  * vote-ingest replicas can run it; adding a job whose id already exists is a no-op, so a double
@@ -21,8 +22,8 @@ export interface OutboxRelayOptions {
   /** A delivery due this long ago without progress is handed off again (OUTBOX_STALE_MS). */
   staleMs?: number;
   /**
-   * A delivery never handed off is left alone this long after its creation, so the relay does not
-   * race the request path's own after-commit hand-off.
+   * A first series never handed off is left alone this long after its creation, so the relay does
+   * not race the request path's own after-commit hand-off. A redelivery has no such hand-off.
    */
   graceMs?: number;
   /** Rows claimed per transaction. */
@@ -56,7 +57,8 @@ const CLAIM_SQL = `
 SELECT id, bot_id, attempts_made, next_attempt_at
   FROM webhook_deliveries
  WHERE state = 'pending'
-   AND ((handed_off_at IS NULL AND created_at <= $1::timestamptz - make_interval(secs => $2::double precision / 1000))
+   AND ((handed_off_at IS NULL
+         AND (series > 0 OR created_at <= $1::timestamptz - make_interval(secs => $2::double precision / 1000)))
      OR (handed_off_at IS NOT NULL
          AND next_attempt_at <= $1::timestamptz - make_interval(secs => $3::double precision / 1000)
          AND handed_off_at <= $1::timestamptz - make_interval(secs => $3::double precision / 1000)))
