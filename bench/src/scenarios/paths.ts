@@ -63,7 +63,9 @@ export async function hotPaths(
 ): Promise<PathsResult> {
   const { seeded, internalKey } = stack;
   let rr = 0;
-  const nextBot = () => rr++ % BOTS;
+  // Bot 0 is the "429 GET /check" path's token, over its limit for a minute after that path: the
+  // other paths take bots 1 … BOTS-1, so none of their requests is answered 429.
+  const nextBot = () => 1 + (rr++ % (BOTS - 1));
   let statsRr = 0;
   let voter = 1_000_000;
   const commands = JSON.stringify({
