@@ -216,6 +216,11 @@ export function createFairness<T>(limits: FairnessLimits, now: () => number = ()
       list.push(item);
     },
 
+    /** How many jobs are parked on `key`. */
+    parkedOn(key: string): number {
+      return parked.get(key)?.length ?? 0;
+    },
+
     /** The job parked longest on `key`, taken off the list. */
     unpark(key: string): T | undefined {
       const list = parked.get(key);

@@ -234,9 +234,12 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       } finally {
         if (ticket) {
           // One parked job per free slot: a webhook that just answered quickly for the first time
-          // has gone from one slot to its full cap.
+          // has gone from one slot to its full cap. (No wake without a parked job: an origin's
+          // free slots are often many more than the jobs parked on it.)
           for (const key of fairness.release(ticket, pace)) {
-            for (let n = fairness.room(key); n > 0; n--) void wake(key, capOf(key));
+            const parked = fairness.parkedOn(key);
+            if (parked === 0) continue;
+            for (let n = Math.min(fairness.room(key), parked); n > 0; n--) void wake(key, capOf(key));
           }
         }
       }
