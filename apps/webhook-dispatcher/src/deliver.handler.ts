@@ -52,34 +52,53 @@ export type DeliverResult =
 
 export const EARLY_SLACK_MS = 250;
 
+/** Decrypted webhook secrets kept per replica (see cachedDecryption); the oldest goes first. */
+export const DECRYPTED_SECRETS_KEPT = 10_000;
+
+/**
+ * `secrets.decrypt` remembered per stored value: a bot's secret is decrypted once, not once per
+ * attempt. A stored value is the ciphertext under one key of the ring, so the same value always
+ * decrypts to the same secret with this replica's ring (fixed at start-up); a rotated secret is a
+ * new value. Failures are not remembered (they throw every time, as before). The secrets are
+ * already held in memory by the signing key objects (@botdir/signing).
+ */
+export function cachedDecryption(secrets: Pick<SecretBox, "decrypt">): (stored: string) => string {
+  const kept = new Map<string, string>();
+  return (stored) => {
+    let secret = kept.get(stored);
+    if (secret === undefined) {
+      secret = secrets.decrypt(stored);
+      if (kept.size >= DECRYPTED_SECRETS_KEPT) kept.delete(kept.keys().next().value as string);
+      kept.set(stored, secret);
+    }
+    return secret;
+  };
+}
+
 export function createDeliverHandler(deps: DeliverDeps) {
   const earlySlackMs = deps.earlySlackMs ?? EARLY_SLACK_MS;
   const deadEndpoints = deps.deadEndpoints ?? DEFAULT_DEAD_ENDPOINT_RULES;
   const store = deps.store ?? createDeliveryStore(deps.db, { maxBatch: 1, maxInFlight: 1 });
+  const decryptSecret = cachedDecryption(deps.secrets);
 
   /**
    * `onClaimed` learns where the claimed attempt goes (per-origin fairness, src/fairness.ts);
    * `onSent` how the HTTP attempt itself went, before it is recorded (its duration tells a slow
    * receiver from a slow claim or record).
    */
-  return async function deliver(
-    raw: unknown,
+  async function deliverParsed(
+    data: DeliveryJobData,
     onClaimed?: (target: DeliveryTarget) => void,
     onSent?: (outcome: AttemptOutcome) => void,
   ): Promise<DeliverResult> {
-    const parsed = DeliveryJobData.safeParse(raw);
-    if (!parsed.success) {
-      deps.logger.error({ data: describeError(parsed.error) }, "webhook job with invalid data dropped");
-      return { kind: "done", reason: "invalid_job" };
-    }
-    const { deliveryId } = parsed.data;
+    const { deliveryId } = data;
 
     const claim = await store.claim(deliveryId, {
       now: deps.clock.now(),
       leaseMs: deps.leaseMs,
       earlySlackMs,
       retryDelays: deps.retryDelays,
-      decryptSecret: (stored) => deps.secrets.decrypt(stored),
+      decryptSecret,
     });
     switch (claim.kind) {
       case "done":
@@ -103,7 +122,7 @@ export function createDeliverHandler(deps: DeliverDeps) {
     const { target, attemptNumber, leaseUntil } = claim;
     onClaimed?.(target);
     const attemptedAt = deps.clock.now();
-    const outcome = await deps.send(buildDeliveryRequest({ ...target, deliveryId, signedAt: attemptedAt }));
+    const outcome = await deps.send(buildDeliveryRequest(target, attemptedAt));
     onSent?.(outcome);
     const recordedAt = deps.clock.now();
     const recorded = await recordDurably(
@@ -196,7 +215,22 @@ export function createDeliverHandler(deps: DeliverDeps) {
         );
         return { kind: "superseded", attemptNumber };
     }
-  };
+  }
+
+  async function deliver(
+    raw: unknown,
+    onClaimed?: (target: DeliveryTarget) => void,
+    onSent?: (outcome: AttemptOutcome) => void,
+  ): Promise<DeliverResult> {
+    const parsed = DeliveryJobData.safeParse(raw);
+    if (!parsed.success) {
+      deps.logger.error({ data: describeError(parsed.error) }, "webhook job with invalid data dropped");
+      return { kind: "done", reason: "invalid_job" };
+    }
+    return deliverParsed(parsed.data, onClaimed, onSent);
+  }
+  /** The same for data already parsed as DeliveryJobData (the worker parses each job once). */
+  return Object.assign(deliver, { parsed: deliverParsed });
 }
 
 export type DeliverHandler = ReturnType<typeof createDeliverHandler>;

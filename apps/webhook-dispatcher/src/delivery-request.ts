@@ -13,12 +13,13 @@ export interface DeliveryContent {
   votedAt: Date;
   /** The secret before a rotation, during its overlap: it signs `webhook-signature` too. */
   previousSecret?: string | null;
-  /** When this attempt is signed: `webhook-timestamp`. */
-  signedAt: Date;
 }
 
-/** The exact request of one attempt: `vote.create`, signed as every webhook (signedWebhookRequest). */
-export function buildDeliveryRequest(content: DeliveryContent): WebhookRequest {
+/**
+ * The exact request of one attempt: `vote.create`, signed as every webhook (signedWebhookRequest);
+ * `signedAt` is when this attempt is signed (`webhook-timestamp`).
+ */
+export function buildDeliveryRequest(content: DeliveryContent, signedAt: Date): WebhookRequest {
   const payload: WebhookPayload = {
     event: WEBHOOK_EVENT,
     bot_id: content.botId,
@@ -29,7 +30,7 @@ export function buildDeliveryRequest(content: DeliveryContent): WebhookRequest {
     id: content.deliveryId,
     secret: content.secret,
     previousSecret: content.previousSecret ?? null,
-    signedAt: content.signedAt,
+    signedAt,
   };
   return { url: content.url, ...signedWebhookRequest(payload, signing) };
 }

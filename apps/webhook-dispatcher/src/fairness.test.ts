@@ -101,9 +101,21 @@ describe("per-webhook and per-origin caps", () => {
     fairness.park(webhookKey("a"), "job-2");
     expect(fairness.snapshot().parked).toEqual({ webhook: 2, origin: 0 });
 
+    expect(fairness.parkedOn(webhookKey("a"))).toBe(2);
     expect(fairness.unpark(webhookKey("a"))).toBe("job-1");
     expect(fairness.unpark(webhookKey("a"))).toBe("job-2");
     expect(fairness.unpark(webhookKey("a"))).toBeUndefined();
+    expect(fairness.parkedOn(webhookKey("a"))).toBe(0);
+  });
+
+  it("when a bot's webhook URL changes, then its ticket counts against the new origin", () => {
+    const { fairness } = setup();
+    const ticket = admitted(fairness, "m");
+    fairness.learn(ticket, "https://one.example/hook");
+    expect(fairness.room(originKey("https://one.example"))).toBe(2);
+    fairness.learn(ticket, "https://two.example/hook");
+    expect(fairness.room(originKey("https://one.example"))).toBe(3);
+    expect(fairness.room(originKey("https://two.example"))).toBe(2);
   });
 
   it("when a job is refused, then its fallback delay is when the oldest slot holder must have ended, never below the minimum", () => {

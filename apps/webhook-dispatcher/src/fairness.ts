@@ -99,6 +99,19 @@ export function createFairness<T>(limits: FairnessLimits, now: () => number = ()
   const inFlight = new Map<string, Set<Ticket>>();
   const parked = new Map<string, T[]>();
   const knownOrigins = new Map<string, string>();
+  /** originOf per webhook URL (bounded like knownOrigins): a URL is parsed once, not per attempt. */
+  const originsOfUrls = new Map<string, string | null>();
+  const originOfUrl = (url: string): string | null => {
+    let origin = originsOfUrls.get(url);
+    if (origin === undefined) {
+      origin = originOf(url);
+      if (originsOfUrls.size >= MAX_KNOWN_ORIGINS) {
+        originsOfUrls.delete(originsOfUrls.keys().next().value as string);
+      }
+      originsOfUrls.set(url, origin);
+    }
+    return origin;
+  };
   /** Bots whose webhook's latest attempt was quick (absent: slow, or never seen here). */
   const fastWebhooks = new Map<string, true>();
 
@@ -160,7 +173,7 @@ export function createFairness<T>(limits: FairnessLimits, now: () => number = ()
 
     /** The claim read the bot's URL: count the ticket against that origin from now on. */
     learn(ticket: Ticket, url: string): void {
-      const origin = originOf(url);
+      const origin = originOfUrl(url);
       if (origin === null) return;
       remember(knownOrigins, ticket.botId, origin);
       if (ticket.origin === origin) return;
@@ -201,6 +214,11 @@ export function createFairness<T>(limits: FairnessLimits, now: () => number = ()
         parked.set(key, list);
       }
       list.push(item);
+    },
+
+    /** How many jobs are parked on `key`. */
+    parkedOn(key: string): number {
+      return parked.get(key)?.length ?? 0;
     },
 
     /** The job parked longest on `key`, taken off the list. */

@@ -1,9 +1,14 @@
+import http from "node:http";
+import https from "node:https";
 import { type AddressInfo, createServer as createTcpServer, type Socket } from "node:net";
+import tls from "node:tls";
 import { DnsLookupFailed, type Resolver, TargetRefused } from "@botdir/webhook-targets";
 import {
   checkTarget,
   classifyError,
+  createClient,
   createWebhookSender,
+  leanRequest,
   type SenderOptions,
   type WebhookSender,
 } from "./http-client.js";
@@ -35,6 +40,47 @@ describe("checkTarget (before connecting)", () => {
   it("allows http and loopback when private targets are allowed", () => {
     expect(checkTarget("http://127.0.0.1:8080/hook", true).ok).toBe(true);
     expect(checkTarget("http://[::1]:8080/hook", true).ok).toBe(true);
+  });
+});
+
+describe("the request function got calls (leanRequest)", () => {
+  it("when got builds an attempt's request, then it sets no option besides the four forwarded and Node's own checkServerIdentity", async () => {
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on("end", () => res.end("ok"));
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const agents = { http: new http.Agent(), https: new https.Agent() };
+    let given: https.RequestOptions | undefined;
+    const client = createClient(agents, 5_000, (url, options) => {
+      given = options;
+      return leanRequest(url, options);
+    });
+    try {
+      const { port } = server.address() as AddressInfo;
+      const status = await new Promise<number | undefined>((resolve, reject) => {
+        const stream = client.stream(`http://127.0.0.1:${port}/hook`, {
+          body: Buffer.from("{}"),
+          headers: { "Content-Type": "application/json", "Content-Length": "2" },
+        });
+        stream.on("error", reject);
+        stream.on("response", (res: http.IncomingMessage) => {
+          res.resume();
+          resolve(res.statusCode);
+        });
+      });
+      expect(status).toBe(200);
+      const set = Object.entries(given ?? {})
+        .filter(([, value]) => value !== undefined)
+        .map(([key]) => key)
+        .sort();
+      expect(set).toEqual(["agent", "checkServerIdentity", "headers", "method", "setHost"]);
+      expect(given?.checkServerIdentity).toBe(tls.checkServerIdentity);
+      expect(given?.agent).toBe(agents.http);
+    } finally {
+      agents.http.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
 

@@ -180,10 +180,8 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
   }
 
   /** The bot a job is for: named by the job, or (jobs handed off before they named it) read. */
-  async function botOf(data: unknown): Promise<string | null> {
-    const parsed = DeliveryJobData.safeParse(data);
-    if (!parsed.success) return null;
-    return parsed.data.botId ?? botOfDelivery(deps.db, parsed.data.deliveryId);
+  async function botOf(data: DeliveryJobData): Promise<string | null> {
+    return data.botId ?? botOfDelivery(deps.db, data.deliveryId);
   }
   const deliver = createDeliverHandler({
     db: deps.db,
@@ -204,8 +202,9 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
   /**
    * One delivery's attempt, the same for a `vote.create` job and a batch item: an attempt slot of
    * the replica, a slot of its webhook and origin (or the cap that refused it), the handler.
+   * `data` has been parsed as DeliveryJobData.
    */
-  async function attempt(data: unknown, botId: string | null): Promise<AttemptRun> {
+  async function attempt(data: DeliveryJobData, botId: string | null): Promise<AttemptRun> {
     await slots.acquire();
     try {
       // A closing worker waits for the attempts it started, not for those still waiting for a
@@ -221,7 +220,7 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       let answeredInMs: number | undefined;
       const started = performance.now();
       try {
-        const result = await deliver(
+        const result = await deliver.parsed(
           data,
           ticket ? (target) => fairness.learn(ticket, target.url) : undefined,
           (outcome) => {
@@ -235,9 +234,12 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       } finally {
         if (ticket) {
           // One parked job per free slot: a webhook that just answered quickly for the first time
-          // has gone from one slot to its full cap.
+          // has gone from one slot to its full cap. (No wake without a parked job: an origin's
+          // free slots are often many more than the jobs parked on it.)
           for (const key of fairness.release(ticket, pace)) {
-            for (let n = fairness.room(key); n > 0; n--) void wake(key, capOf(key));
+            const parked = fairness.parkedOn(key);
+            if (parked === 0) continue;
+            for (let n = Math.min(fairness.room(key), parked); n > 0; n--) void wake(key, capOf(key));
           }
         }
       }
@@ -247,7 +249,10 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
   }
 
   async function processDelivery(job: DeliveryJob, token?: string): Promise<DeliverResult> {
-    const run = await attempt(job.data, await botOf(job.data));
+    const parsed = DeliveryJobData.safeParse(job.data);
+    // The handler logs and drops what does not parse (no slot, no fairness: nothing is sent).
+    if (!parsed.success) return deliver(job.data);
+    const run = await attempt(parsed.data, await botOf(parsed.data));
     if (run.kind === "refused") {
       await job.moveToDelayed(deps.clock.now().getTime() + run.refusal.retryInMs, token);
       park(run.refusal, job);
