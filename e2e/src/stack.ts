@@ -7,6 +7,7 @@ import {
   createTestDatabase,
   directUrlOf,
   type PrivateRedis,
+  randomUserId,
   seedBot,
   startRedisServer,
   type TestDatabase,
@@ -16,7 +17,7 @@ import {
   useForFile,
 } from "@botdir/db/testing";
 import { createRedis, type RedisClient, type RedisRole, redisTargetOf } from "@botdir/service-kit";
-import { redisReady } from "@botdir/service-kit/testing";
+import { redisReady, waitFor } from "@botdir/service-kit/testing";
 import { type AppName, type AppProcess, call, freshKeys, startApp, stopAll } from "./processes.js";
 import { type ReceivedRequest, type Receiver, type Reply, startReceiver } from "./receivers.js";
 
@@ -115,6 +116,13 @@ export interface Stack {
   api: AppProcess;
   ingest: AppProcess;
   dispatcher: AppProcess;
+  /**
+   * An approved bot whose token every API process already accepts. An API refuses a token its
+   * in-process set does not hold yet, and the set learns a new token through NOTIFY, which on a
+   * loaded machine can arrive after a test's first request (docs/operations.md, the token set).
+   * The positive signal: a `/check` with the token, straight to each API process, not refused.
+   */
+  knownBot(): ReturnType<typeof seedBot>;
   /** An approved bot with a token and a webhook at `url` (seedWebhookBot on the stack's keys). */
   webhookBot(url: string, secret?: string): ReturnType<typeof seedWebhookBot>;
   /** A vote cast on the stack's first vote-ingest with its internal key. */
@@ -201,6 +209,19 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     },
     get dispatcher() {
       return first("webhook-dispatcher");
+    },
+    async knownBot() {
+      const bot = await seedBot(t.db);
+      for (const api of processes.api) {
+        await waitFor(async () => {
+          const res = await fetch(`${api.base}/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`, {
+            headers: { authorization: bot.token ?? "" },
+          });
+          await res.arrayBuffer();
+          return res.status === 200;
+        }, `API ${api.base} to accept bot ${bot.id}'s new token`);
+      }
+      return bot;
     },
     webhookBot: (url, secret) => seedWebhookBot(t.db, keys, url, secret),
     vote: (botId, userId) => castVote(first("vote-ingest").base, keys.internalKey, botId, userId),

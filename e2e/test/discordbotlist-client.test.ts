@@ -6,7 +6,6 @@
  * bare to `/bots/{id}/commands`; its stats post sends `guilds` with the bare token.
  */
 import { createRequire } from "node:module";
-import { seedBot } from "@botdir/db/testing";
 import { type Stack, startStack } from "../src/stack.js";
 
 type Dbl = typeof import("discordbotlist");
@@ -41,13 +40,13 @@ describe("the discordbotlist npm client with its base URL changed", () => {
   });
 
   it("when postBotCommands is called, then the bare array is stored as the command list", async () => {
-    const bot = await seedBot(stack.db);
+    const bot = await stack.knownBot();
     await expect(dbl.postBotCommands(bot.token!, bot.id, COMMANDS)).resolves.toBeUndefined();
     expect((await storedBot(bot.id)).commands).toEqual(COMMANDS);
   });
 
   it("when the client object posts commands and stats, then both are stored", async () => {
-    const bot = await seedBot(stack.db);
+    const bot = await stack.knownBot();
     const adapter = { botId: bot.id, getBotStats: async () => ({ guilds: 1234, users: 56_789 }) };
     const client = new dbl.DBLClient(
       bot.token!,
@@ -61,13 +60,13 @@ describe("the discordbotlist npm client with its base URL changed", () => {
   });
 
   it("when postBotStats sends guilds with a shard id, then the count is stored", async () => {
-    const bot = await seedBot(stack.db);
+    const bot = await stack.knownBot();
     await dbl.postBotStats(bot.token!, bot.id, { guilds: 77, shard_id: 0, users: 1000 });
     expect(Number((await storedBot(bot.id)).serverCount)).toBe(77);
   });
 
   it("when the token is wrong, then postBotCommands rejects with the package's DBLError carrying our 401", async () => {
-    const bot = await seedBot(stack.db);
+    const bot = await stack.knownBot();
     const error = await dbl.postBotCommands("not-a-token", bot.id, COMMANDS).then(
       () => null,
       (e: unknown) => e,

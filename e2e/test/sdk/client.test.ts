@@ -39,25 +39,6 @@ function client(bot: { id: string; token: string | null }, options: Partial<BotD
   });
 }
 
-/**
- * A new approved bot whose token the API already accepts. The API refuses a token its in-process
- * set does not hold yet, and the set learns a new token through NOTIFY: on a loaded machine that
- * can arrive after the test's first request (docs/operations.md, the token set). The positive
- * signal is a `/check` sent straight to the API (not through the proxy, so no test counts it)
- * that is not refused.
- */
-async function newBot() {
-  const bot = await seedBot(stack.db);
-  await waitFor(async () => {
-    const res = await fetch(`${stack.api.base}/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`, {
-      headers: { authorization: bot.token ?? "" },
-    });
-    await res.arrayBuffer();
-    return res.status === 200;
-  }, `the API to accept bot ${bot.id}'s new token`);
-  return bot;
-}
-
 const rowOf = (id: string) => stack.db.prisma.bot.findUniqueOrThrow({ where: { id } });
 const requestsTo = (botId: string) => proxy.requests.filter((r) => r.path.includes(botId));
 
@@ -72,7 +53,7 @@ async function errorOf(promise: Promise<unknown>): Promise<ApiError> {
 
 describe("BotDirClient against the real API", () => {
   it("when stats are posted for the bot and then per shard, then the stored server_count is the total and then the shards' sum", async () => {
-    const bot = await newBot();
+    const bot = await stack.knownBot();
     const sdk = client(bot);
     expect(await sdk.postStats({ serverCount: 1482 })).toEqual({ success: true, server_count: 1482 });
     expect((await rowOf(bot.id)).serverCount).toBe(1482n);
@@ -87,7 +68,7 @@ describe("BotDirClient against the real API", () => {
   });
 
   it("when commands are put, then the list is replaced (duplicates dropped) and an empty array clears it", async () => {
-    const bot = await newBot();
+    const bot = await stack.knownBot();
     const sdk = client(bot);
     const commands = [
       { name: "ping", description: "Checks the latency" },
@@ -101,7 +82,7 @@ describe("BotDirClient against the real API", () => {
   });
 
   it("when a user voted on the site, then check, hasVoted and votes report that vote", async () => {
-    const bot = await newBot();
+    const bot = await stack.knownBot();
     const sdk = client(bot);
     const voter = randomUserId();
     const cast = await stack.vote(bot.id, voter);
@@ -122,7 +103,7 @@ describe("BotDirClient against the real API", () => {
   });
 
   it("when votesSince pages through 250 votes, then every vote at or after the date comes once, oldest first, in three requests", async () => {
-    const bot = await newBot();
+    const bot = await stack.knownBot();
     const start = Date.now() - 3_600_000;
     const log = Array.from({ length: 270 }, (_, i) => ({
       botId: bot.id,
@@ -177,13 +158,13 @@ describe("BotDirClient against the real API", () => {
   }, 60_000);
 
   it("when the path id is another bot's, then ApiError 404 with the API's sentence", async () => {
-    const [bot, other] = await Promise.all([newBot(), seedBot(stack.db)]);
+    const [bot, other] = await Promise.all([stack.knownBot(), seedBot(stack.db)]);
     const error = await errorOf(client({ id: other.id, token: bot.token }).check(randomUserId()));
     expect([error.status, error.message, error.retryAfter]).toEqual([404, "Bot not found.", undefined]);
   });
 
   it("when the API answers 400 or 401, then the client does not retry", async () => {
-    const bot = await newBot();
+    const bot = await stack.knownBot();
     const viaProxy = client(bot, { baseUrl: proxy.base });
     const tooLong = await errorOf(viaProxy.putCommands([{ name: "x".repeat(33), description: "d" }]));
     expect([tooLong.status, tooLong.message]).toEqual([
@@ -201,7 +182,7 @@ describe("BotDirClient against the real API", () => {
   });
 
   it("when the first answer is a 503, then the client backs off and the next, real answer succeeds", async () => {
-    const bot = await newBot();
+    const bot = await stack.knownBot();
     proxy.script({ status: 503, body: { error: "The service is unavailable." } });
     expect(await client(bot, { baseUrl: proxy.base }).postStats({ serverCount: 503 })).toEqual({
       success: true,
@@ -212,7 +193,7 @@ describe("BotDirClient against the real API", () => {
   });
 
   it("when the first answer is a 429 with retryAfter 1, then the client waits that second and succeeds", async () => {
-    const bot = await newBot();
+    const bot = await stack.knownBot();
     proxy.script({
       status: 429,
       body: { error: "Rate limit exceeded.", retryAfter: 1 },
@@ -227,14 +208,14 @@ describe("BotDirClient against the real API", () => {
   });
 
   it("when the connection drops before an answer, then the client retries it", async () => {
-    const bot = await newBot();
+    const bot = await stack.knownBot();
     proxy.script("reset");
     expect(await client(bot, { baseUrl: proxy.base }).hasVoted(randomUserId())).toBe(false);
     expect(requestsTo(bot.id).map((r) => r.answer)).toEqual(["reset", 200]);
   });
 
   it("when retry is false, then a 503 is thrown at once", async () => {
-    const bot = await newBot();
+    const bot = await stack.knownBot();
     proxy.script({ status: 503, body: { error: "The service is unavailable." } });
     const error = await errorOf(client(bot, { baseUrl: proxy.base, retry: false }).votes());
     expect([error.status, error.message]).toEqual([503, "The service is unavailable."]);
@@ -242,7 +223,7 @@ describe("BotDirClient against the real API", () => {
   });
 
   it("when the real limit is exceeded and its wait is beyond the bound, then ApiError 429 carries retryAfter", async () => {
-    const bot = await newBot();
+    const bot = await stack.knownBot();
     const sdk = client(bot, { retry: { maxRetryAfterMs: 0 } });
     for (let i = 0; i < 10; i++) await sdk.putCommands([]); // PUT /commands: 10 a minute
     const error = await errorOf(sdk.putCommands([]));
@@ -269,7 +250,7 @@ async function errorsWhilePosting(
 
 describe("startAutoposter against the real API", () => {
   it("when it runs, then it posts at once and again every interval: the stored server_count follows", async () => {
-    const bot = await newBot();
+    const bot = await stack.knownBot();
     let count = 100;
     const errors = await errorsWhilePosting(
       { client: client(bot), stats: () => ({ serverCount: ++count }), intervalMs: 200 },
@@ -282,7 +263,7 @@ describe("startAutoposter against the real API", () => {
   });
 
   it("when the token is refused (401), then it stops for good while a poster with a good token goes on", async () => {
-    const [bad, good] = await Promise.all([seedBot(stack.db), newBot()]);
+    const [bad, good] = await Promise.all([seedBot(stack.db), stack.knownBot()]);
     const errors: unknown[] = [];
     let goodPosts = 0;
     const refused = startAutoposter({
@@ -311,7 +292,7 @@ describe("startAutoposter against the real API", () => {
   });
 
   it("when a 429's retryAfter is beyond the client's bound, then the next post waits for the window, not the interval", async () => {
-    const bot = await newBot();
+    const bot = await stack.knownBot();
     let posted = false;
     proxy.script({ status: 429, body: { error: "Rate limit exceeded.", retryAfter: 2 } });
     const errors = await errorsWhilePosting(
@@ -334,7 +315,7 @@ describe("startAutoposter against the real API", () => {
   });
 
   it("when stats() throws, then onError gets it and the poster carries on", async () => {
-    const bot = await newBot();
+    const bot = await stack.knownBot();
     let calls = 0;
     const errors = await errorsWhilePosting(
       {
