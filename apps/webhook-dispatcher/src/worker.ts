@@ -26,8 +26,7 @@ import {
   DeliveryBatchJobData,
   type DeliveryHandOff,
   DeliveryJobData,
-  deliveryJobData,
-  deliveryJobOptions,
+  deliveryJob,
   JOBS,
   type JobName,
   QUEUES,
@@ -281,11 +280,8 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
   async function handOffAlone(handOff: DeliveryHandOff, refusal?: Refusal): Promise<boolean> {
     const now = deps.clock.now();
     try {
-      const job = await producer.add(
-        "vote.create" satisfies JobName,
-        deliveryJobData(handOff),
-        deliveryJobOptions(handOff, now),
-      );
+      const { name, data, opts } = deliveryJob(handOff, now);
+      const job = await producer.add(name, data, opts);
       if (refusal) park(refusal, job);
       return true;
     } catch (error) {

@@ -13,13 +13,7 @@ import {
   testRedisUrl,
   useForFile,
 } from "@botdir/db/testing";
-import {
-  deliveryBatchJobOptions,
-  deliveryJobData,
-  deliveryJobOptions,
-  type JOBS,
-  QUEUES,
-} from "@botdir/schema";
+import { deliveryBatchJob, deliveryJob, QUEUES } from "@botdir/schema";
 import { type Clock, type Logger, type ManualClock, systemClock } from "@botdir/service-kit";
 import { silentLogger, waitFor } from "@botdir/service-kit/testing";
 import { Queue } from "bullmq";
@@ -116,11 +110,8 @@ export async function handOff(
     attemptsMade: delivery.attemptsMade ?? 0,
     nextAttemptAt: delivery.nextAttemptAt,
   };
-  await queue.add(
-    "vote.create" satisfies keyof typeof JOBS,
-    deliveryJobData(handOff),
-    deliveryJobOptions(handOff, now),
-  );
+  const { name, data, opts } = deliveryJob(handOff, now);
+  await queue.add(name, data, opts);
 }
 
 /**
@@ -131,15 +122,8 @@ export async function handOffBatch(
   queue: Queue,
   deliveries: { id: string; botId?: string }[],
 ): Promise<string> {
-  const job = await queue.add(
-    "vote.batch" satisfies keyof typeof JOBS,
-    {
-      deliveries: deliveries.map((d) =>
-        deliveryJobData({ ...d, attemptsMade: 0, nextAttemptAt: new Date(0) }),
-      ),
-    },
-    deliveryBatchJobOptions(),
-  );
+  const { name, data, opts } = deliveryBatchJob(deliveries);
+  const job = await queue.add(name, data, opts);
   if (!job.id) throw new Error("BullMQ gave the batch job no id");
   return job.id;
 }

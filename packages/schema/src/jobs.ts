@@ -85,6 +85,28 @@ export function deliveryJobData(delivery: DeliveryHandOff): DeliveryJobData {
     : { deliveryId: delivery.id, botId: delivery.botId };
 }
 
+/** The `vote.create` job of one delivery (name, data, options), as every producer adds it. */
+export function deliveryJob(delivery: DeliveryHandOff, now: Date) {
+  return {
+    name: "vote.create" satisfies JobName,
+    data: deliveryJobData(delivery),
+    opts: deliveryJobOptions(delivery, now),
+  };
+}
+
+/** The `vote.batch` job of deliveries due now (first attempts). */
+export function deliveryBatchJob(deliveries: readonly Pick<DeliveryHandOff, "id" | "botId">[]) {
+  return {
+    name: "vote.batch" satisfies JobName,
+    data: {
+      deliveries: deliveries.map((d) =>
+        deliveryJobData({ ...d, attemptsMade: 0, nextAttemptAt: new Date(0) }),
+      ),
+    } satisfies DeliveryBatchJobData,
+    opts: deliveryBatchJobOptions(),
+  };
+}
+
 /** BullMQ options of a `vote.batch` job (due now; BullMQ names it). */
 export function deliveryBatchJobOptions() {
   return {

@@ -7,10 +7,8 @@ import type { Db } from "@botdir/db";
 import {
   DELIVERY_BATCH_MAX,
   type DeliveryHandOff,
-  deliveryBatchJobOptions,
-  deliveryJobData,
-  deliveryJobOptions,
-  type JOBS,
+  deliveryBatchJob,
+  deliveryJob,
   QUEUES,
 } from "@botdir/schema";
 import { describeError, type Logger, type RedisClient, withTimeout } from "@botdir/service-kit";
@@ -63,15 +61,6 @@ export interface DeliveryQueue {
 
 type BulkJob = Parameters<Queue["addBulk"]>[0][number];
 
-/** The `vote.create` job of one delivery (jobId = delivery id), due at its next attempt time. */
-function deliveryJob(delivery: DeliveryHandOff, now: Date): BulkJob {
-  return {
-    name: "vote.create" satisfies keyof typeof JOBS,
-    data: deliveryJobData(delivery),
-    opts: deliveryJobOptions(delivery, now),
-  };
-}
-
 /**
  * The jobs of one turn's hand-offs: those due now (no delay) in `vote.batch` jobs of at most
  * `batchMax` items, sized evenly (17 with a maximum of 16 are 9 + 8, not 16 + 1); a group of one,
@@ -98,11 +87,7 @@ export function handOffJobs(
       jobs.push(deliveryJob(only.delivery, only.now));
       continue;
     }
-    jobs.push({
-      name: "vote.batch" satisfies keyof typeof JOBS,
-      data: { deliveries: group.map(({ delivery }) => deliveryJobData(delivery)) },
-      opts: deliveryBatchJobOptions(),
-    });
+    jobs.push(deliveryBatchJob(group.map(({ delivery }) => delivery)));
   }
   return jobs;
 }
