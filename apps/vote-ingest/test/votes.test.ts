@@ -134,6 +134,8 @@ describe("POST /internal/v1/votes", () => {
     expect(delivery).toMatchObject({ state: "pending", attempts_made: 0 });
     expect(delivery?.next_attempt_at.toISOString()).toBe(START);
     expect(delivery?.handed_off_at?.toISOString()).toBe(START);
+    // A version 7 UUID (time-ordered ids keep the deliveries' index writes on the newest pages).
+    expect(delivery?.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     const job = await t.queue.queue.getJob(delivery?.id ?? "missing");
     expect(job?.id).toBe(delivery?.id);
     expect(job?.name).toBe("vote.create");

@@ -3,6 +3,8 @@
  * record statements write the series of the delivery row they hold locked, so the per-row trigger
  * (a plpgsql call and a SELECT per attempt, a third of the statement's cost) no longer runs for
  * them; an insert that leaves the column out still gets its delivery's series from that trigger.
+ * The attempt's bot is written the same way, from the locked delivery row (the column has no
+ * foreign key of its own; the delivery's keeps the bot).
  */
 import { seedBot, useTestDatabase } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
@@ -45,6 +47,28 @@ describe("attempt series", () => {
     expect(result).toEqual({ kind: "delivered" });
     const attempts = await attemptRows(t.db, delivery.id);
     expect(attempts.map((a) => [a.series, a.attemptNumber])).toEqual([[3, 1]]);
+  });
+
+  it("when the record statement is given another bot's id, then the attempt row has the delivery's bot", async () => {
+    const clock = new ManualClock(new Date("2026-11-23T08:02:00Z"));
+    const { delivery, claim } = await claimedInSeries(0, clock);
+    const other = await seedBot(t.db);
+
+    const result = await recordAttempt(t.db, {
+      deliveryId: delivery.id,
+      botId: other.id,
+      attemptNumber: claim.attemptNumber,
+      leaseUntil: claim.leaseUntil,
+      attemptedAt: clock.now(),
+      outcome: ok,
+      now: clock.now(),
+      retryDelays: DELAYS,
+    });
+
+    expect(result).toEqual({ kind: "delivered" });
+    const attempts = await attemptRows(t.db, delivery.id);
+    expect(attempts.map((a) => a.botId)).toEqual([delivery.botId]);
+    expect(other.id).not.toBe(delivery.botId);
   });
 
   it("when the batched record statement runs, then it writes the series itself and the per-row trigger does not fire", async () => {

@@ -3,6 +3,7 @@
  * page through vote-ingest, the public API with the bot token) and manual redelivery (vote-ingest's
  * internal endpoint and botctl, the public API).
  */
+import { randomUUID } from "node:crypto";
 import type { Db } from "./client.js";
 import { toIso } from "./time.js";
 
@@ -81,6 +82,20 @@ export async function listRecentAttempts(db: Db, botId: string): Promise<Attempt
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * A new delivery id: a version 7 UUID (RFC 9562), its first 48 bits the creation time in Unix
+ * milliseconds and 74 random bits after the version and variant. Ids that grow with time keep the
+ * writes of the deliveries and attempts indexes keyed by the id (and the claims' and records'
+ * lookups, which reach the newest deliveries) on the right-hand pages of those indexes instead of
+ * on a random page of millions: PostgreSQL spent about a fifth less CPU per delivered vote
+ * (docs/performance.md). The time they carry is the vote's, which the body carries anyway.
+ */
+export function newDeliveryId(nowMs: number = Date.now()): string {
+  const time = Math.max(0, Math.floor(nowMs)).toString(16).padStart(12, "0").slice(-12);
+  // randomUUID(): xxxxxxxx-xxxx-4xxx-Vxxx-xxxxxxxxxxxx; its variant and random tail are kept.
+  return `${time.slice(0, 8)}-${time.slice(8, 12)}-7${randomUUID().slice(15)}`;
+}
 
 /** Whether `value` can be a delivery id (a UUID); anything else is simply not found. */
 export function isDeliveryId(value: unknown): value is string {

@@ -16,9 +16,8 @@
  * log's statement-level insert trigger (migration 20261122030000_vote_counters): one aggregated
  * upsert per batch, and no writer of the log can forget them.
  */
-import { randomUUID } from "node:crypto";
 import { type BatchLimits, createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
-import { type Db, isRetryableConflict } from "@botdir/db";
+import { type Db, isRetryableConflict, newDeliveryId } from "@botdir/db";
 import { ApiError, MESSAGES, VOTE_WINDOW_MS } from "@botdir/schema";
 import type { Clock, Logger } from "@botdir/service-kit";
 import type { DeliveryQueue } from "../outbox/queue.js";
@@ -166,7 +165,7 @@ export function createVotes(deps: VotesDeps) {
       // Milliseconds: the column is timestamptz(3), and the instant is the same everywhere.
       const now = clock.now();
       const votedAt = now.toISOString();
-      const row = await cast({ botId, userId, votedAt, deliveryId: randomUUID() });
+      const row = await cast({ botId, userId, votedAt, deliveryId: newDeliveryId() });
       if (!row.bot_found) throw new ApiError("not_found", MESSAGES.botNotFound);
 
       if (row.vote_id === null) {
