@@ -117,10 +117,11 @@ export interface Stack {
   ingest: AppProcess;
   dispatcher: AppProcess;
   /**
-   * An approved bot whose token every API process already accepts. An API refuses a token its
-   * in-process set does not hold yet, and the set learns a new token through NOTIFY, which on a
-   * loaded machine can arrive after a test's first request (docs/operations.md, the token set).
-   * The positive signal: a `/check` with the token, straight to each API process, not refused.
+   * An approved bot whose token every API process is seen to accept: a `/check` with the token,
+   * straight to each API process, not refused. seedBot alone would do: an API waits for its token
+   * set's barrier before refusing a token the set does not hold, so a token committed before its
+   * first request is accepted by every process (docs/operations.md, the token set); this is a
+   * positive check of it before the test starts.
    */
   knownBot(): ReturnType<typeof seedBot>;
   /** An approved bot with a token and a webhook at `url` (seedWebhookBot on the stack's keys). */

@@ -107,10 +107,11 @@ export function createApp(deps: ApiDeps): ApiApp {
   app.use(notFound());
   app.use(errorHandler(deps.logger));
 
-  // The refusals that need no I/O are answered before Express (http/early-refusals.ts).
-  const early = createEarlyRefusals(ctx, { logger: deps.logger, metrics: metrics.http });
-  const listener: RequestListener = (req, res) => {
-    if (!early(req, res)) app(req, res);
-  };
+  // The refusals that need no per-request I/O are answered before Express (http/early-refusals.ts).
+  const listener: RequestListener = createEarlyRefusals(
+    ctx,
+    { logger: deps.logger, metrics: metrics.http },
+    (req, res) => app(req, res),
+  );
   return Object.assign(listener, { express: app });
 }

@@ -26,8 +26,9 @@ export interface ApiDeps {
   batching?: Partial<BatchLimits>;
   /**
    * The valid token hashes, kept fresh by LISTEN/NOTIFY (createTokenSet; main.ts starts it). With
-   * it an unknown token, and a token already over its limit, are refused with no I/O; without it
-   * (or while it is not fresh) every token is looked up in PostgreSQL.
+   * it an unknown token is refused without a lookup of its own (once the set's shared barrier
+   * confirms the miss), and a token already over its limit with no I/O; without it (or while it is
+   * not fresh) every token is looked up in PostgreSQL.
    */
   tokens?: TokenSet;
 }

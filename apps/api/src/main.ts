@@ -15,8 +15,9 @@ const db = createDb(connections.database);
 const redis = createRedis(connections.redis, "fail-fast");
 
 // The valid token hashes, on a connection of their own held for LISTEN (not one of the pool's, so
-// requests keep all DB_POOL_MAX): unknown tokens are refused with no I/O once it is loaded (until
-// then, and whenever it is not fresh, PostgreSQL decides).
+// requests keep all DB_POOL_MAX): once it is loaded, unknown tokens are refused without a lookup of
+// their own, after a barrier shared by the process's misses (until then, and whenever it is not
+// fresh, PostgreSQL decides).
 const tokens = createTokenSet({
   connect: () => db.connectDedicated(env.DATABASE_LISTEN_URL ?? env.DATABASE_DIRECT_URL),
   logger,

@@ -29,7 +29,6 @@ async function freshTokenSet(): Promise<TokenSet> {
   const set = createTokenSet({
     connect: () => h.t.db.connectDedicated(),
     logger: h.logger,
-    recentChangeMs: 0,
     reconnectDelayMs: 50,
   });
   sets.push(set);
@@ -96,16 +95,16 @@ describe("a request listener in front of Express", () => {
     const logger = new CapturingLogger();
     const observed: unknown[][] = [];
     const limitNotes = createLimitNotes();
+    let reachedExpress = 0;
     const early = createEarlyRefusals(
       { tokens, limitNotes },
       { logger, metrics: { observe: (...args) => observed.push(args) } },
+      (_req, res) => {
+        reachedExpress++;
+        res.end("express");
+      },
     );
-    let reachedExpress = 0;
-    const listening = createServer((req, res) => {
-      if (early(req, res)) return;
-      reachedExpress++;
-      res.end("express");
-    });
+    const listening = createServer(early);
     server = listening;
     await new Promise<void>((resolve) => listening.listen(0, "127.0.0.1", resolve));
     const base = `http://127.0.0.1:${(listening.address() as AddressInfo).port}`;

@@ -239,3 +239,50 @@ describe("bodies of refused writes", () => {
     await expectBodyAwaited(server.port, await seedBot(h.t.db));
   });
 });
+
+describe("bodies of refused writes with a fresh token set", () => {
+  let tokens: TokenSet;
+  let server: { port: number; close(): Promise<void> };
+
+  beforeAll(async () => {
+    tokens = createTokenSet({ connect: () => h.t.db.connectDedicated(), logger: h.logger, maxLagMs: 30_000 });
+    tokens.start();
+    await tokens.whenFresh();
+    server = await listen(h.app({ tokens }));
+  });
+
+  afterAll(async () => {
+    await server.close();
+    await tokens.stop();
+  });
+
+  it.each([
+    ["a 1 MB PUT /commands", "PUT", "commands", 1_000_000, "close"],
+    ["a 16 kB POST /stats", "POST", "stats", 16_000, "keep-alive"],
+  ])(
+    "when %s carries an unknown token, then 401 arrives after the set's barrier and before a body byte is sent, with no query on the pool",
+    async (_, method, last, length, connection) => {
+      const bot = await seedBot(h.t.db);
+      const watch = watchQueries(h.t.db.pool);
+      let answer: string;
+      try {
+        ({ answer } = await headersOnly(server.port, {
+          method,
+          path: `/api/v1/bots/${bot.id}/${last}`,
+          token: randomToken(),
+          length,
+        }));
+      } finally {
+        watch.restore();
+      }
+      expect(answer).toMatch(/^HTTP\/1\.1 401 /);
+      expect(answer).toContain(`\r\nConnection: ${connection}\r\n`);
+      expect(answer).toContain('{"error":"Invalid token."}');
+      expect(watch.names).toEqual([]);
+    },
+  );
+
+  it("when the token is valid, then the server waits for the body", async () => {
+    await expectBodyAwaited(server.port, await seedBot(h.t.db));
+  });
+});

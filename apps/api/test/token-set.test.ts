@@ -4,11 +4,19 @@
  * stays exact; a broken listener falls back to the database path.
  */
 import { randomBytes } from "node:crypto";
+import { performance } from "node:perf_hooks";
 import { generateToken, hashToken } from "@botdir/db";
 import { seedBot, watchQueries } from "@botdir/db/testing";
 import type { Redis } from "ioredis";
 import request from "supertest";
-import { createTokenSet, type ListenConnection, type TokenSet } from "../src/services/token-set.js";
+import {
+  createTokenSet,
+  type ListenConnection,
+  TOKEN_CHANNEL,
+  type TokenLookup,
+  type TokenSet,
+  type TokenSetOptions,
+} from "../src/services/token-set.js";
 import { type Harness, USER, useHarness } from "./support.js";
 
 const { h } = useHarness();
@@ -22,20 +30,79 @@ afterEach(async () => {
 const randomToken = () => randomBytes(32).toString("base64url");
 
 function tokenSet(
-  options: { recentChangeMs?: number; connect?: () => Promise<ListenConnection> } = {},
+  options: Partial<
+    Pick<TokenSetOptions, "connect" | "maxLagMs" | "pingIntervalMs" | "barrierIntervalMs">
+  > = {},
 ): TokenSet {
   const set = createTokenSet({
-    connect: options.connect ?? (() => h.t.db.connectDedicated()),
+    connect: () => h.t.db.connectDedicated(),
     logger: h.logger,
-    recentChangeMs: options.recentChangeMs ?? 0,
     reconnectDelayMs: 50,
     // A loaded machine can hold a ping back for seconds; only the tests that kill the connection
-    // mean the set to lose its trust.
+    // or stall the barrier mean the set to lose its trust.
     maxLagMs: 30_000,
+    ...options,
   });
   sets.push(set);
   set.start();
   return set;
+}
+
+type Notification = { channel: string; payload?: string };
+
+/**
+ * The set's connection with its notifications in the test's hands, as if they were late: from
+ * `hold(filter)` on, every notification the filter matches is kept back (in order) until
+ * `release`; the others reach the set at once. The pg_notify statements the set sends (its pings
+ * and barriers) are recorded.
+ */
+function delayedNotifications() {
+  let filter: ((payload: string) => boolean) | null = null;
+  const held: { payload: string; deliver(): void }[] = [];
+  const sent: { payload: string; at: number }[] = [];
+  const received: string[] = [];
+  return {
+    async connect(): Promise<ListenConnection> {
+      const conn = await h.t.db.connectDedicated();
+      return {
+        query(text, values) {
+          if (text.includes("pg_notify")) sent.push({ payload: String(values?.[1]), at: performance.now() });
+          return conn.query(text, values);
+        },
+        on(event: "notification" | "error" | "end", listener: (arg: never) => void) {
+          if (event !== "notification") return conn.on(event, listener as (error?: Error) => void);
+          const deliver = listener as (message: Notification) => void;
+          return conn.on("notification", (message) => {
+            const payload = message.payload ?? "";
+            received.push(payload);
+            if (filter?.(payload)) held.push({ payload, deliver: () => deliver(message) });
+            else deliver(message);
+          });
+        },
+        release: (destroy) => conn.release(destroy),
+      };
+    },
+    hold(matching: (payload: string) => boolean = () => true) {
+      filter = matching;
+    },
+    /**
+     * Delivers the held notifications in order, up to and including the first `upTo` matches (all
+     * by default); holding goes on only after a partial release.
+     */
+    release(upTo?: (payload: string) => boolean) {
+      if (upTo === undefined) filter = null;
+      while (held.length > 0) {
+        const next = held.shift() as (typeof held)[number];
+        next.deliver();
+        if (upTo?.(next.payload)) return;
+      }
+    },
+    held: () => held.map((n) => n.payload),
+    received: () => received,
+    /** The barriers the set sent, oldest first. */
+    barriers: () => sent.filter((n) => n.payload.startsWith("barrier-")),
+    sentPayloads: () => sent.map((n) => n.payload),
+  };
 }
 
 /** Counts the commands the app's Redis client sends (the limiter's Lua calls included). */
@@ -144,7 +211,7 @@ describe("unknown tokens with a fresh token set", () => {
     // 60 s reload (reloadIntervalMs) that would also bring the new hash in.
     const took = await until(async () => (await check(app, bot.id, next)).status === 200, 15_000);
     expect(took).toBeLessThan(15_000);
-    expect(tokens.lookup(hashToken(bot.token as string))).toBe("absent");
+    expect(tokens.lookup(hashToken(bot.token as string))).toBe("missing");
     expect(tokens.lookup(hashToken(next))).toBe("present");
   });
 
@@ -155,19 +222,181 @@ describe("unknown tokens with a fresh token set", () => {
     const hash = hashToken(bot.token as string);
     expect(tokens.lookup(hash)).toBe("present");
     await h.t.db.pool.query("UPDATE bots SET status = 'pending' WHERE id = $1", [bot.id]);
-    await until(() => tokens.lookup(hash) === "absent");
+    await until(() => tokens.lookup(hash) === "missing");
     await h.t.db.pool.query("UPDATE bots SET status = 'approved' WHERE id = $1", [bot.id]);
     await until(() => tokens.lookup(hash) === "present");
   });
+});
 
-  it("when a change was applied less than recentChangeMs ago, then a miss takes the database path", async () => {
-    const tokens = tokenSet({ recentChangeMs: 60_000 });
+describe("a token committed just before its first request (the barrier)", () => {
+  const isBarrier = (payload: string) => payload.startsWith("barrier-");
+
+  it("when a new token's NOTIFY has not reached the set when its first requests arrive, then they wait for a barrier behind it and are served (a write's body read after it), not refused", async () => {
+    const link = delayedNotifications();
+    const tokens = tokenSet({ connect: link.connect });
+    await tokens.whenFresh();
+    const app = h.app({ tokens });
+    link.hold();
+    const bot = await seedBot(h.t.db);
+    const token = bot.token as string;
+    const hash = hashToken(token);
+    // PostgreSQL has sent the token's NOTIFY; the set has not seen it.
+    await until(() => link.held().includes(`:${hash}`));
+    expect(tokens.lookup(hash)).toBe("missing");
+
+    // The canonical path is decided before Express (early refusals), the trailing-slash spelling
+    // by the route's limitFirst: both wait for the barrier.
+    const early = check(app, bot.id, token).then((res) => res.status);
+    const routed = request(app)
+      .get(`/api/v1/bots/${bot.id}/check/`)
+      .query({ userId: USER })
+      .set({ Authorization: token })
+      .then((res) => res.status);
+    // A write's body is read once the barrier has let the token through.
+    const write = request(app)
+      .post(`/api/v1/bots/${bot.id}/stats`)
+      .set({ Authorization: token })
+      .send({ server_count: 7 })
+      .then((res) => res.status);
+    // The barrier went out after the commit, so it comes back behind the token's NOTIFY.
+    await until(() => link.held().some(isBarrier));
+    expect(link.held().indexOf(`:${hash}`)).toBeLessThan(link.held().findIndex(isBarrier));
+    link.release();
+    expect(await early).toBe(200);
+    expect(await routed).toBe(200);
+    expect(await write).toBe(200);
+    const { rows } = await h.t.db.pool.query("SELECT server_count FROM bots WHERE id = $1", [bot.id]);
+    expect(rows[0]?.server_count).toBe(7);
+    expect(tokens.lookup(hash)).toBe("present");
+  });
+
+  it("when a lookup arrives while a barrier is in flight, then it waits for the next barrier, sent after it arrived", async () => {
+    const link = delayedNotifications();
+    const tokens = tokenSet({ connect: link.connect });
+    await tokens.whenFresh();
+    link.hold();
+    const first = tokens.confirmAbsent(hashToken(randomToken()));
+    await until(() => link.held().some(isBarrier));
+    const firstBarrier = link.barriers()[0]?.payload;
+    // Committed after the first barrier: its NOTIFY is behind it.
+    const bot = await seedBot(h.t.db);
+    const hash = hashToken(bot.token as string);
+    await until(() => link.held().includes(`:${hash}`));
+    let secondAnswer: TokenLookup | undefined;
+    const second = tokens.confirmAbsent(hash).then((answer) => {
+      secondAnswer = answer;
+      return answer;
+    });
+
+    link.release((payload) => payload === firstBarrier);
+    expect(await first).toBe("absent");
+    // The first barrier was sent before the second lookup arrived: it does not answer it.
+    await until(() => link.barriers().length === 2);
+    expect(secondAnswer).toBeUndefined();
+    link.release();
+    expect(await second).toBe("present");
+  });
+
+  it("when many unknown tokens are looked up at once, then one barrier answers them all, and barriers are sent at most once per barrierIntervalMs", async () => {
+    const link = delayedNotifications();
+    const tokens = tokenSet({ connect: link.connect, barrierIntervalMs: 50 });
     await tokens.whenFresh();
     const bot = await seedBot(h.t.db);
-    await until(() => tokens.lookup(hashToken(bot.token as string)) === "present");
-    expect(tokens.lookup(hashToken(randomToken()))).toBe("unknown");
+    const known = hashToken(bot.token as string);
+    await until(() => tokens.lookup(known) === "present");
+
+    const answers = await Promise.all(
+      Array.from({ length: 200 }, () => tokens.confirmAbsent(hashToken(randomToken()))),
+    );
+    expect(new Set(answers)).toEqual(new Set(["absent"]));
+    expect(await tokens.confirmAbsent(known)).toBe("present");
+    expect(link.barriers()).toHaveLength(1);
+
+    // One lookup after another: each needs a barrier of its own, and they are spaced out.
+    const before = link.barriers().length;
+    const started = performance.now();
+    let lookups = 0;
+    while (performance.now() - started < 400) {
+      expect(await tokens.confirmAbsent(hashToken(randomToken()))).toBe("absent");
+      lookups++;
+    }
+    const sent = link.barriers().slice(before);
+    expect(sent).toHaveLength(lookups);
+    expect(lookups).toBeLessThanOrEqual(Math.ceil((performance.now() - started) / 50) + 1);
+    for (let i = 1; i < sent.length; i++) {
+      // 1 ms of slack: a timer's and performance.now()'s rounding.
+      expect((sent[i]?.at ?? 0) - (sent[i - 1]?.at ?? 0)).toBeGreaterThanOrEqual(49);
+    }
+  });
+
+  it("when the barrier does not come back within maxLagMs, then the answer is unknown and PostgreSQL decides (no false 401) until it is back", async () => {
+    const link = delayedNotifications();
+    // No ping within the test: only the barrier can time out.
+    const tokens = tokenSet({ connect: link.connect, maxLagMs: 300, pingIntervalMs: 600_000 });
+    await tokens.whenFresh();
     const app = h.app({ tokens });
+    link.hold();
+    const bot = await seedBot(h.t.db);
+    const started = performance.now();
+    expect(await tokens.confirmAbsent(hashToken(bot.token as string))).toBe("unknown");
+    expect(performance.now() - started).toBeGreaterThanOrEqual(250);
+    // Until the late barrier is back the set is not trusted: other tokens do not wait for it.
+    expect(tokens.isFresh()).toBe(false);
+    expect((await check(app, bot.id, bot.token as string)).status).toBe(200);
     await expectUnknownTokenAskedOfPostgres(app, bot.id);
+    expect(link.barriers()).toHaveLength(1);
+    link.release();
+    expect(tokens.isFresh()).toBe(true);
+    expect(tokens.lookup(hashToken(bot.token as string))).toBe("present");
+  });
+
+  it("when another process's barrier with the same number arrives, then it does not answer this process's lookup", async () => {
+    const link = delayedNotifications();
+    const tokens = tokenSet({ connect: link.connect });
+    await tokens.whenFresh();
+    // Only what this set sent is held: the foreign payloads reach it at once.
+    link.hold((payload) => link.sentPayloads().includes(payload));
+    let answer: TokenLookup | undefined;
+    const pending = tokens.confirmAbsent(hashToken(randomToken())).then((a) => {
+      answer = a;
+      return a;
+    });
+    await until(() => link.held().some(isBarrier));
+    const ours = link.held().find(isBarrier) as string;
+    const [kind, processId, seq] = ours.split("-");
+    expect([kind, processId?.length, Number(seq) > 0]).toEqual(["barrier", 16, true]);
+    const foreign = [`barrier-${"0".repeat(16)}-${seq}`, `barrier-${processId}x-${seq}`, "barrier", "ping"];
+    for (const payload of foreign) {
+      await h.t.db.pool.query("SELECT pg_notify($1, $2)", [TOKEN_CHANNEL, payload]);
+    }
+    await until(() => foreign.every((payload) => link.received().includes(payload)));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(answer).toBeUndefined();
+    link.release();
+    expect(await pending).toBe("absent");
+  });
+
+  it("when this process's pings do not come back, then other processes' pings (and the plain ping of older versions) do not keep the set fresh", async () => {
+    const link = delayedNotifications();
+    const tokens = tokenSet({ connect: link.connect, maxLagMs: 300, pingIntervalMs: 20 });
+    await tokens.whenFresh();
+    link.hold((payload) => link.sentPayloads().includes(payload));
+    let n = 0;
+    const foreignPings = setInterval(() => {
+      n++;
+      for (const payload of ["ping", `ping-${"0".repeat(16)}-${n}`]) {
+        h.t.db.pool.query("SELECT pg_notify($1, $2)", [TOKEN_CHANNEL, payload]).catch(() => {});
+      }
+    }, 20);
+    try {
+      await until(() => !tokens.isFresh());
+      expect(link.received()).toContain("ping");
+      expect(tokens.lookup(hashToken(randomToken()))).toBe("unknown");
+      link.release();
+      await until(() => tokens.isFresh());
+    } finally {
+      clearInterval(foreignPings);
+    }
   });
 });
 
@@ -261,7 +490,7 @@ describe("over-limit note", () => {
     expect((await check(app, bot.id, token)).status).toBe(200);
     expect((await check(app, bot.id, token)).status).toBe(429);
     await h.t.db.pool.query("UPDATE bots SET token_hash = NULL WHERE id = $1", [bot.id]);
-    await until(() => tokens.lookup(hashToken(token)) === "absent");
+    await until(() => tokens.lookup(hashToken(token)) === "missing");
     expect((await check(app, bot.id, token)).status).toBe(401);
   });
 });

@@ -68,15 +68,15 @@ export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHa
 /**
  * For a request answered before Express sees it (the API's early refusals): the same request id,
  * log line and metrics as requestContext, with the route pattern given by the caller (there is no
- * `req.route` nor `res.locals`).
+ * `req.route` nor `res.locals`). `start` (process.hrtime.bigint() when the request arrived, default
+ * now) is for a request decided after a wait.
  */
 export function earlyRequestContext(
   logger: Logger,
   metrics?: HttpMetrics,
-): (req: IncomingMessage, res: ServerResponse, route: string) => void {
+): (req: IncomingMessage, res: ServerResponse, route: string, start?: bigint) => void {
   const report = reporter(logger, metrics);
-  return (req, res, route) => {
-    const start = process.hrtime.bigint();
+  return (req, res, route, start = process.hrtime.bigint()) => {
     const reqId = setRequestId(req, res);
     res.on("finish", () => report(req.method ?? "GET", req.url ?? "/", route, res.statusCode, reqId, start));
   };

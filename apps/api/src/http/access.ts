@@ -38,11 +38,12 @@ export function admit(
  * spec's order (401, 404, 429) with no other PostgreSQL work. Otherwise returns the decision;
  * `new` means the token has not been confirmed nor counted yet (see countConfirmed).
  *
- * With a fresh token set (ctx.tokens), two refusals cost no I/O at all: a token that is not in the
- * set is a 401 at once, and a token whose current window Redis already reported over its limit is
- * refused from the in-process note (limit-notes.ts) until that window resets. A token in the set
- * still goes to PostgreSQL (revocation stays exact); no set, or a set not known to be fresh, means
- * today's path.
+ * With a fresh token set (ctx.tokens), two refusals cost no PostgreSQL or Redis work: a token that
+ * is not in the set is a 401 once the set's shared barrier confirms it, and a token whose current
+ * window Redis already reported over its limit is refused from the in-process note (limit-notes.ts)
+ * until that window resets. A token in the set still goes to PostgreSQL (revocation stays exact);
+ * no set, a set not known to be fresh, or a barrier that did not come back in time, means the
+ * database path (PostgreSQL decides the token).
  */
 export async function limitFirst(
   ctx: ApiContext,
@@ -51,7 +52,8 @@ export async function limitFirst(
   tokenHash: string,
   pathId: string | undefined,
 ): Promise<RateDecision | NewWindow> {
-  refuseWithoutIo(ctx, res, endpoint, tokenHash, pathId);
+  const barrier = refuseWithoutIo(ctx, res, endpoint, tokenHash, pathId);
+  if (barrier !== undefined) await barrier;
   const rate = await ctx.limiter.consumeExisting(endpoint, tokenHash);
   if (rate.kind === "limited") {
     const botId = await ctx.authenticate(tokenHash);
@@ -64,10 +66,13 @@ export async function limitFirst(
 }
 
 /**
- * The refusals decided with no I/O at all, from the fresh token set and the over-limit notes:
- * throws the 401 (a token not in the set), or for a noted token the 404 (not its bot) or the 429
- * (with its RateLimit-* headers); returns when they cannot decide. The first step of limitFirst,
- * and all of the early refusals (early-refusals.ts), which run it before Express.
+ * The refusals decided without PostgreSQL or Redis, from the fresh token set and the over-limit
+ * notes: the 401 (a token not in the set, once its barrier is back: TokenSet.confirmAbsent), or for
+ * a noted token the 404 (not its bot) or the 429 (with its RateLimit-* headers); returns when they
+ * cannot decide. A token the set holds is decided synchronously (undefined: nothing to wait for);
+ * a miss returns the promise of its barrier, which rejects with the 401 or resolves when the
+ * caller must go on. The first step of limitFirst, and all of the early refusals
+ * (early-refusals.ts), which run it before Express.
  */
 export function refuseWithoutIo(
   ctx: Pick<ApiContext, "tokens" | "limitNotes">,
@@ -75,10 +80,25 @@ export function refuseWithoutIo(
   endpoint: LimitedEndpoint,
   tokenHash: string,
   pathId: string | undefined,
+): Promise<void> | undefined {
+  const tokens = ctx.tokens;
+  const known = tokens === null ? "unknown" : tokens.lookup(tokenHash);
+  if (known === "present") refuseNoted(ctx, res, endpoint, tokenHash, pathId);
+  if (known !== "missing" || tokens === null) return undefined;
+  return tokens.confirmAbsent(tokenHash).then((confirmed) => {
+    if (confirmed === "absent") throw unauthorized();
+    if (confirmed === "present") refuseNoted(ctx, res, endpoint, tokenHash, pathId);
+  });
+}
+
+/** The 404 or 429 of a token the set holds whose window an over-limit note covers. */
+function refuseNoted(
+  ctx: Pick<ApiContext, "limitNotes">,
+  res: ServerResponse,
+  endpoint: LimitedEndpoint,
+  tokenHash: string,
+  pathId: string | undefined,
 ): void {
-  const known = ctx.tokens === null ? "unknown" : ctx.tokens.lookup(tokenHash);
-  if (known === "absent") throw unauthorized();
-  if (known !== "present") return;
   const note = ctx.limitNotes.find(endpoint, tokenHash);
   if (note === null) return;
   const resetSeconds = toSeconds(note.resetMs);

@@ -1,6 +1,6 @@
 /**
- * The refusals that need no I/O, answered before Express sees the request: a token the fresh token
- * set does not hold (401), a missing or unreadable Authorization header (401), and a token whose
+ * The refusals that need no per-request I/O, answered before Express sees the request: a token the
+ * fresh token set does not hold (401, once the set's shared barrier confirms the miss), a missing or unreadable Authorization header (401), and a token whose
  * window an over-limit note covers (its 404 or 429). These are the answers a loop of random or
  * over-limit tokens gets, so they should cost less than a request that reaches a route: no Express
  * routing, no query parsing, no route layers. Everything else (and any request these rules cannot
@@ -87,31 +87,51 @@ export function earlyRouteOf(
 }
 
 /**
- * Returns a request listener step: true when it answered the request (a refusal), false when the
- * request must go to Express.
+ * The request listener in front of `onward` (Express): answers the refusals it can decide, and
+ * hands every other request to `onward` unchanged. A token the set holds is decided at once; a
+ * token it does not hold waits for the set's barrier (TokenSet.confirmAbsent) with its body unread,
+ * then gets its 401, or goes to `onward` when the token turned out valid or the set could not tell.
  */
 export function createEarlyRefusals(
   ctx: Pick<ApiContext, "tokens" | "limitNotes">,
   deps: { logger: Logger; metrics?: HttpMetrics },
-): (req: IncomingMessage, res: ServerResponse) => boolean {
+  onward: (req: IncomingMessage, res: ServerResponse) => void,
+): (req: IncomingMessage, res: ServerResponse) => void {
   const context = earlyRequestContext(deps.logger, deps.metrics);
+  const refuse = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    route: EarlyRoute,
+    refusal: ApiError,
+    start?: bigint,
+  ): void => {
+    context(req, res, route.label, start);
+    if (route.body) closeIfBodyUnread(req, res);
+    sendApiError(res, refusal);
+  };
   return (req, res) => {
     // Without a fresh token set nothing can be decided without I/O (the notes are read only for
     // tokens the set holds).
-    if (ctx.tokens === null || !ctx.tokens.isFresh()) return false;
+    if (ctx.tokens === null || !ctx.tokens.isFresh()) return onward(req, res);
     const found = earlyRouteOf(req.method, req.url);
-    if (found === null) return false;
-    let refusal: ApiError;
+    if (found === null) return onward(req, res);
+    const { route } = found;
+    let barrier: Promise<void> | undefined;
     try {
-      refuseWithoutIo(ctx, res, found.route.endpoint, requireTokenHash(req), found.pathId);
-      return false;
+      barrier = refuseWithoutIo(ctx, res, route.endpoint, requireTokenHash(req), found.pathId);
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
-      refusal = error;
+      return refuse(req, res, route, error);
     }
-    context(req, res, found.route.label);
-    if (found.route.body) closeIfBodyUnread(req, res);
-    sendApiError(res, refusal);
-    return true;
+    if (barrier === undefined) return onward(req, res);
+    const start = process.hrtime.bigint();
+    barrier.then(
+      () => onward(req, res),
+      (error: unknown) => {
+        // refuseWithoutIo rejects only with its refusals; anything else is Express's to decide.
+        if (error instanceof ApiError) refuse(req, res, route, error, start);
+        else onward(req, res);
+      },
+    );
   };
 }
