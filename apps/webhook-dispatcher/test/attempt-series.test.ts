@@ -24,6 +24,25 @@ async function claimedInSeries(series: number, clock: ManualClock) {
   return { delivery, claim };
 }
 
+/** Records the claimed attempt as a 2xx answer, naming `botId` as its bot. */
+function recordOk(
+  deliveryId: string,
+  botId: string,
+  claim: Awaited<ReturnType<typeof claimedInSeries>>["claim"],
+  clock: ManualClock,
+) {
+  return recordAttempt(t.db, {
+    deliveryId,
+    botId,
+    attemptNumber: claim.attemptNumber,
+    leaseUntil: claim.leaseUntil,
+    attemptedAt: clock.now(),
+    outcome: ok,
+    now: clock.now(),
+    retryDelays: DELAYS,
+  });
+}
+
 interface PlanWithTriggers {
   Triggers?: { "Trigger Name": string; Calls: number }[];
 }
@@ -33,16 +52,7 @@ describe("attempt series", () => {
     const clock = new ManualClock(new Date("2026-11-23T08:00:00Z"));
     const { delivery, claim } = await claimedInSeries(3, clock);
 
-    const result = await recordAttempt(t.db, {
-      deliveryId: delivery.id,
-      botId: delivery.botId,
-      attemptNumber: claim.attemptNumber,
-      leaseUntil: claim.leaseUntil,
-      attemptedAt: clock.now(),
-      outcome: ok,
-      now: clock.now(),
-      retryDelays: DELAYS,
-    });
+    const result = await recordOk(delivery.id, delivery.botId, claim, clock);
 
     expect(result).toEqual({ kind: "delivered" });
     const attempts = await attemptRows(t.db, delivery.id);
@@ -54,16 +64,7 @@ describe("attempt series", () => {
     const { delivery, claim } = await claimedInSeries(0, clock);
     const other = await seedBot(t.db);
 
-    const result = await recordAttempt(t.db, {
-      deliveryId: delivery.id,
-      botId: other.id,
-      attemptNumber: claim.attemptNumber,
-      leaseUntil: claim.leaseUntil,
-      attemptedAt: clock.now(),
-      outcome: ok,
-      now: clock.now(),
-      retryDelays: DELAYS,
-    });
+    const result = await recordOk(delivery.id, other.id, claim, clock);
 
     expect(result).toEqual({ kind: "delivered" });
     const attempts = await attemptRows(t.db, delivery.id);
