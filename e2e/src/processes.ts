@@ -55,8 +55,13 @@ export interface AppProcess {
    * /proc/<pid>/io `rchar`): the difference over a request is at least the request bytes it read.
    */
   readBytes(): number;
-  /** Whether one of the process's open TCP sockets has this local port (Linux /proc). */
-  ownsLocalPort(port: number): boolean;
+  /**
+   * Whether one of the process's open TCP sockets is the connection from local port `localPort` to
+   * remote port `remotePort` (Linux /proc). Both ports: Linux gives the same ephemeral local port
+   * to connections towards different destinations, so another process can hold a socket with the
+   * same local port.
+   */
+  ownsConnection(localPort: number, remotePort: number): boolean;
 }
 
 const running = new Set<ChildProcess>();
@@ -141,8 +146,8 @@ export async function startApp(
       if (!rchar) throw new Error(`no rchar for pid ${child.pid}`);
       return Number(rchar);
     },
-    ownsLocalPort(port) {
-      const inodes = socketInodesOnPort(port);
+    ownsConnection(localPort, remotePort) {
+      const inodes = connectionInodes(localPort, remotePort);
       if (inodes.size === 0 || !alive()) return false;
       return readdirSync(`/proc/${child.pid}/fd`).some((fd) => {
         try {
@@ -173,14 +178,19 @@ export async function startApp(
   return proc;
 }
 
-/** The `socket:[inode]` names of the TCP sockets whose local port is `port` (/proc/net/tcp, tcp6). */
-function socketInodesOnPort(port: number): Set<string> {
-  const hex = port.toString(16).toUpperCase().padStart(4, "0");
+/**
+ * The `socket:[inode]` names of the TCP sockets from local port `localPort` to remote port
+ * `remotePort` (/proc/net/tcp, tcp6).
+ */
+function connectionInodes(localPort: number, remotePort: number): Set<string> {
+  const hex = (port: number) => `:${port.toString(16).toUpperCase().padStart(4, "0")}`;
   const inodes = new Set<string>();
   for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
     for (const line of readFileSync(table, "utf8").split("\n").slice(1)) {
       const fields = line.trim().split(/\s+/);
-      if (fields[1]?.endsWith(`:${hex}`)) inodes.add(`socket:[${fields[9]}]`);
+      if (fields[1]?.endsWith(hex(localPort)) && fields[2]?.endsWith(hex(remotePort))) {
+        inodes.add(`socket:[${fields[9]}]`);
+      }
     }
   }
   return inodes;

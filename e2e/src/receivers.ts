@@ -21,7 +21,7 @@ export interface ReceivedRequest {
   headers: IncomingHttpHeaders;
   body: Buffer;
   at: number;
-  /** The sender's TCP port (which process sent it: AppProcess.ownsLocalPort). */
+  /** The sender's TCP port (which process sent it: AppProcess.ownsConnection). */
   remotePort: number;
 }
 

@@ -45,7 +45,7 @@ async function castAndKillMidAttempt(path: string, options: { twoReplicas: boole
     20_000,
   );
   const sender = stack.receiver.forPath(path)[0]!.remotePort;
-  const holding = replicas.filter((r) => r.ownsLocalPort(sender));
+  const holding = replicas.filter((r) => r.ownsConnection(sender, stack.receiver.port));
   expect(holding).toHaveLength(1);
   await holding[0]!.kill();
   return { bot, replica: replicas.find((r) => r !== holding[0]) ?? null };
