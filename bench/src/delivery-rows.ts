@@ -14,9 +14,11 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { migrate, newDeliveryId } from "@botdir/db";
+import { withDatabase } from "@botdir/db/testing";
 import pg from "pg";
 import { median } from "./pipeline.js";
 import { cpuSeconds, ROOT } from "./procs.js";
+import { botId } from "./stack.js";
 
 const BASE_DB = process.env.DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
 const HISTORY = Number(process.env.BENCH_ROWS_HISTORY ?? 2_000_000);
@@ -27,7 +29,6 @@ const BOTS = 50;
 const KINDS = ["v4", "v7"] as const;
 type Kind = (typeof KINDS)[number];
 const log = (line: string) => process.stdout.write(`[rows] ${line}\n`);
-const botId = (i: number) => `${100000000000000000n + BigInt(i)}`;
 
 /** A version 7 UUID of the time in `column`, made in SQL for the seeded history. */
 const v7Sql = (
@@ -165,9 +166,7 @@ try {
   for (const kind of KINDS) {
     const name = `botdir_rows_${stamp}_${kind}`;
     await admin.query(`CREATE DATABASE ${name}`);
-    const u = new URL(BASE_DB);
-    u.pathname = `/${name}`;
-    urls[kind] = u.toString();
+    urls[kind] = withDatabase(BASE_DB, name);
     await migrate(urls[kind]);
     const started = Date.now();
     await seed(urls[kind], kind);

@@ -16,6 +16,7 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { createSecretBox, hashToken, migrate } from "@botdir/db";
+import { withDatabase } from "@botdir/db/testing";
 import pg from "pg";
 import { average, jsonPoster, type LoadResult, load } from "./load.js";
 import {
@@ -50,12 +51,6 @@ const WIDGET_SQL = `SELECT b.server_count,
    (SELECT count(*) FROM vote_log l WHERE l.bot_id = b.id AND l.voted_at > $2 AND l.voted_at < $3)
  + (SELECT coalesce(sum(c.votes), 0) FROM vote_counts c WHERE c.bot_id = b.id AND c.hour >= $3) AS votes
   FROM bots b WHERE b.id = $1 AND b.status = 'approved'`;
-
-function withDb(url: string, name: string): string {
-  const u = new URL(url);
-  u.pathname = `/${name}`;
-  return u.toString();
-}
 
 /** Seeds `votes` votes (55 % for the hot bot in the last 30 days), windows, deliveries and attempts. */
 async function seed(
@@ -203,7 +198,7 @@ async function main(): Promise<void> {
   const startedAt = Date.now();
   const procs: Proc[] = [];
   const redises: Awaited<ReturnType<typeof startRedisServer>>[] = [];
-  const admin = new pg.Client({ connectionString: withDb(BASE_DB, "postgres") });
+  const admin = new pg.Client({ connectionString: withDatabase(BASE_DB, "postgres") });
   await admin.connect();
   const dbNames: string[] = [];
   const cleanup = async () => {
@@ -224,7 +219,7 @@ async function main(): Promise<void> {
     ] as const) {
       const dbName = `botdir_scale_${name}_${Date.now().toString(36)}`;
       dbNames.push(dbName);
-      const dbUrl = withDb(BASE_DB, dbName);
+      const dbUrl = withDatabase(BASE_DB, dbName);
       await migrate(dbUrl);
       log(`${name}: seeding ${votes.toLocaleString("en")} votes into ${dbName} …`);
       const seeded = await seed(dbUrl, votes, encryptionKey);

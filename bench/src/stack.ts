@@ -6,6 +6,7 @@
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { createSecretBox, hashToken, migrate } from "@botdir/db";
+import { withDatabase } from "@botdir/db/testing";
 import pg from "pg";
 import { seedDeliveryHistory, seedPipelineBots } from "./pipeline.js";
 import {
@@ -41,12 +42,6 @@ const HISTORY_PER_BOT = 100;
 export const log = (line: string) => process.stdout.write(`[bench] ${line}\n`);
 export const botId = (i: number) => `${100000000000000000n + BigInt(i)}`;
 export const userId = (i: number) => `${200000000000000000n + BigInt(i)}`;
-
-function withDb(url: string, name: string): string {
-  const u = new URL(url);
-  u.pathname = `/${name}`;
-  return u.toString();
-}
 
 export interface Seeded {
   tokens: string[];
@@ -166,8 +161,8 @@ export async function startStack(): Promise<Stack> {
   const procs: Proc[] = [];
   const redis = await startRedisServer();
   const dbName = `botdir_bench_${Date.now().toString(36)}`;
-  const dbUrl = withDb(BASE_DB, dbName);
-  const admin = new pg.Client({ connectionString: withDb(BASE_DB, "postgres") });
+  const dbUrl = withDatabase(BASE_DB, dbName);
+  const admin = new pg.Client({ connectionString: withDatabase(BASE_DB, "postgres") });
   await admin.connect();
   let receiver: Receiver | undefined;
   let db: pg.Client | undefined;
