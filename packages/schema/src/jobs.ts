@@ -79,7 +79,7 @@ export interface DeliveryHandOff {
 }
 
 /** The job data of a delivery hand-off. */
-export function deliveryJobData(delivery: DeliveryHandOff): DeliveryJobData {
+export function deliveryJobData(delivery: Pick<DeliveryHandOff, "id" | "botId">): DeliveryJobData {
   return delivery.botId === undefined
     ? { deliveryId: delivery.id }
     : { deliveryId: delivery.id, botId: delivery.botId };
@@ -98,11 +98,7 @@ export function deliveryJob(delivery: DeliveryHandOff, now: Date) {
 export function deliveryBatchJob(deliveries: readonly Pick<DeliveryHandOff, "id" | "botId">[]) {
   return {
     name: "vote.batch" satisfies JobName,
-    data: {
-      deliveries: deliveries.map((d) =>
-        deliveryJobData({ ...d, attemptsMade: 0, nextAttemptAt: new Date(0) }),
-      ),
-    } satisfies DeliveryBatchJobData,
+    data: { deliveries: deliveries.map(deliveryJobData) } satisfies DeliveryBatchJobData,
     opts: deliveryBatchJobOptions(),
   };
 }

@@ -1,12 +1,12 @@
 /**
  * The refusals that need no per-request I/O, answered before Express sees the request: a token the
- * fresh token set does not hold (401, once the set's shared barrier confirms the miss), a missing or unreadable Authorization header (401), and a token whose
- * window an over-limit note covers (its 404 or 429). These are the answers a loop of random or
- * over-limit tokens gets, so they should cost less than a request that reaches a route: no Express
- * routing, no query parsing, no route layers. Everything else (and any request these rules cannot
- * decide) goes to Express unchanged, which would give the very same answer: the rules are the
- * handlers' first step (refuseWithoutIo), and a path here matches only what its Express route
- * matches.
+ * fresh token set does not hold (401, once the set's shared barrier confirms the miss), a missing
+ * or unreadable Authorization header (401), and a token whose window an over-limit note covers
+ * (its 404 or 429). These are the answers a loop of random or over-limit tokens gets, so they
+ * should cost less than a request that reaches a route: no Express routing, no query parsing, no
+ * route layers. Everything else (and any request these rules cannot decide) goes to Express
+ * unchanged, which would give the very same answer: the rules are the handlers' first step
+ * (refuseWithoutIo), and a path here matches only what its Express route matches.
  *
  * Only the canonical spelling of a route is recognised here: lower case, no `//`, no trailing `/`,
  * no percent-encoding in the id, the route's own method. Any other spelling goes to Express.
