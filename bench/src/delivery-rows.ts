@@ -5,10 +5,12 @@
  * (BENCH_ROWS_HISTORY delivered deliveries with an attempt each, default 2,000,000, ids of the
  * database's kind); then rounds alternate between them (v4, v7, v4, v7 …). Each round writes
  * BENCH_ROWS_VOTES votes (default 10,000) with their deliveries and hand-off marks in batches of 20,
- * as vote-ingest's statements do, then claims and records every delivery in batches of 20 through
- * the dispatcher's functions (botdir_claim_deliveries, botdir_record_attempts). Each kind of
- * statement runs on its own connection, so its backend's CPU (/proc) is that statement's alone.
- * Nothing else runs: no HTTP, no Redis. Writes bench/results/rows-<date>.json.
+ * as vote-ingest's statements do, then delivers them in batches of 20, batch by batch in turn: one
+ * batch through the dispatcher's functions (botdir_claim_deliveries, then botdir_record_attempts),
+ * the next through **the floor**: one statement writing only what a delivered attempt must leave
+ * (the delivery's outcome and its attempt row, no lease, no checks). Each kind of statement runs
+ * on its own connection, so its backend's CPU (/proc) is that statement's alone. Nothing else
+ * runs: no HTTP, no Redis. Writes bench/results/rows-<date>.json.
  */
 import { randomUUID } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -41,7 +43,8 @@ interface Sessions {
   ingest: pg.Client;
   claim: pg.Client;
   record: pg.Client;
-  pids: Record<"ingest" | "claim" | "record", number>;
+  floor: pg.Client;
+  pids: Record<"ingest" | "claim" | "record" | "floor", number>;
   nextUser: bigint;
 }
 
@@ -82,7 +85,10 @@ async function seed(url: string, kind: Kind): Promise<void> {
 }
 
 /** One round: VOTES votes written, handed off, claimed and recorded; CPU µs per delivery. */
-async function round(s: Sessions, kind: Kind): Promise<Record<"recording" | "claim" | "record", number>> {
+async function round(
+  s: Sessions,
+  kind: Kind,
+): Promise<Record<"recording" | "claim" | "record" | "floor", number>> {
   const made: { id: string; bot: string }[] = [];
   const ingestBefore = cpuSeconds(s.pids.ingest);
   for (let k = 0; k < VOTES; k += BATCH) {
@@ -114,10 +120,29 @@ async function round(s: Sessions, kind: Kind): Promise<Record<"recording" | "cla
   }
   const claimBefore = cpuSeconds(s.pids.claim);
   const recordBefore = cpuSeconds(s.pids.record);
+  const floorBefore = cpuSeconds(s.pids.floor);
   const ingestAfter = cpuSeconds(s.pids.ingest);
+  let ours = 0;
   for (let k = 0; k < made.length; k += BATCH) {
     const part = made.slice(k, k + BATCH);
     const now = new Date();
+    if ((k / BATCH) % 2 === 1) {
+      const written = await s.floor.query({
+        name: "floor",
+        text: `WITH d AS (
+                 UPDATE webhook_deliveries w
+                    SET state = 'delivered', attempts_made = 1, completed_at = $2, updated_at = $2
+                   FROM unnest($1::uuid[]) AS q(id)
+                  WHERE w.id = q.id
+              RETURNING w.id, w.bot_id)
+               INSERT INTO webhook_attempts (delivery_id, series, bot_id, attempt_number, status_code, duration_ms, attempted_at)
+               SELECT d.id, 0, d.bot_id, 1, 200, 12, $2 FROM d`,
+        values: [part.map((p) => p.id), now],
+      });
+      if (written.rowCount !== part.length) throw new Error("the floor did not write every delivery");
+      continue;
+    }
+    ours += part.length;
     const lease = new Date(now.getTime() + 30_000);
     const claimed = await s.claim.query<{ claimed_attempt: number | null }>({
       name: "claim",
@@ -148,11 +173,12 @@ async function round(s: Sessions, kind: Kind): Promise<Record<"recording" | "cla
     });
     if (recorded.rows.some((r) => !r.recorded)) throw new Error("an attempt was not recorded");
   }
-  const perDelivery = (seconds: number) => Math.round((seconds / made.length) * 1e7) / 10;
+  const per = (seconds: number, n: number) => Math.round((seconds / n) * 1e7) / 10;
   return {
-    recording: perDelivery(ingestAfter - ingestBefore),
-    claim: perDelivery(cpuSeconds(s.pids.claim) - claimBefore),
-    record: perDelivery(cpuSeconds(s.pids.record) - recordBefore),
+    recording: per(ingestAfter - ingestBefore, made.length),
+    claim: per(cpuSeconds(s.pids.claim) - claimBefore, ours),
+    record: per(cpuSeconds(s.pids.record) - recordBefore, ours),
+    floor: per(cpuSeconds(s.pids.floor) - floorBefore, made.length - ours),
   };
 }
 
@@ -161,7 +187,7 @@ const admin = new pg.Client({ connectionString: BASE_DB });
 await admin.connect();
 const urls = {} as Record<Kind, string>;
 const sessions = {} as Record<Kind, Sessions>;
-const rounds: { kind: Kind; recording: number; claim: number; record: number }[] = [];
+const rounds: { kind: Kind; recording: number; claim: number; record: number; floor: number }[] = [];
 try {
   for (const kind of KINDS) {
     const name = `botdir_rows_${stamp}_${kind}`;
@@ -176,11 +202,13 @@ try {
     const [ingest, ingestPid] = await connect(urls[kind]);
     const [claim, claimPid] = await connect(urls[kind]);
     const [record, recordPid] = await connect(urls[kind]);
+    const [floor, floorPid] = await connect(urls[kind]);
     sessions[kind] = {
       ingest,
       claim,
       record,
-      pids: { ingest: ingestPid, claim: claimPid, record: recordPid },
+      floor,
+      pids: { ingest: ingestPid, claim: claimPid, record: recordPid, floor: floorPid },
       nextUser: 10000000000000000000n,
     };
   }
@@ -189,14 +217,14 @@ try {
       const result = await round(sessions[kind], kind);
       rounds.push({ kind, ...result });
       log(
-        `round ${r + 1} ${kind}: CPU µs per delivery: recording ${result.recording}, claim ${result.claim}, record ${result.record}`,
+        `round ${r + 1} ${kind}: CPU µs per delivery: recording ${result.recording}, claim ${result.claim}, record ${result.record}; the floor ${result.floor}`,
       );
     }
   }
 } finally {
   for (const kind of KINDS) {
     const s = sessions[kind];
-    if (s) await Promise.all([s.ingest.end(), s.claim.end(), s.record.end()]);
+    if (s) await Promise.all([s.ingest.end(), s.claim.end(), s.record.end(), s.floor.end()]);
     if (urls[kind]) await admin.query(`DROP DATABASE IF EXISTS botdir_rows_${stamp}_${kind}`);
   }
   await admin.end();
@@ -213,14 +241,17 @@ const summary = Object.fromEntries(
         claim: of((r) => r.claim),
         record: of((r) => r.record),
         delivery: of((r) => r.claim + r.record),
+        floor: of((r) => r.floor),
       },
     ];
   }),
-) as Record<Kind, { recording: number; claim: number; record: number; delivery: number }>;
+) as Record<Kind, { recording: number; claim: number; record: number; delivery: number; floor: number }>;
 const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
 log(
   `medians, CPU µs per delivery, v4 → v7: recording ${summary.v4.recording} → ${summary.v7.recording} (${ratio(summary.v7.recording, summary.v4.recording)}×), ` +
-    `claim + record ${summary.v4.delivery} → ${summary.v7.delivery} (${ratio(summary.v7.delivery, summary.v4.delivery)}×)`,
+    `claim + record ${summary.v4.delivery} → ${summary.v7.delivery} (${ratio(summary.v7.delivery, summary.v4.delivery)}×); ` +
+    `the floor (outcome and attempt row only) ${summary.v4.floor} → ${summary.v7.floor}: ` +
+    `claim + record ${ratio(summary.v7.delivery, summary.v7.floor)}× the floor (v7)`,
 );
 const date = new Date().toISOString();
 const dir = path.join(ROOT, "bench/results");

@@ -4,9 +4,22 @@
  * request id and one JSON log line per request through pino at the apps' log level (the same
  * fields as service-kit's requestContext), and `/votes` answers 100 rows like ours. Whatever our
  * service costs on top of this is ours.
+ *
+ * With FLOOR_DATABASE_URL and FLOOR_REDIS_URL set it is the **floor with its I/O**: `/check` and
+ * `/stats` also do the least a correct answer needs, with the design card's components and batched
+ * per event-loop turn like ours (@botdir/batcher, 4 batches in flight, 64 keys each): the token's
+ * SHA-256, one Redis round trip per batch counting each token's request (a pipeline of INCR on a
+ * fixed 10-second window's key, never expired: cheaper than a real limiter) and one PostgreSQL
+ * statement per batch through node-postgres: `/check` reads the token's bot and the user's window
+ * with our statement, `/stats` writes the bot's row with a bare `UPDATE … FROM unnest(…)` (no
+ * shards, no lock ordering). Whatever ours costs on top of that is what authentication, limits,
+ * validation and shards add.
  */
-import { randomUUID } from "node:crypto";
+import { hash, randomUUID } from "node:crypto";
+import { createBatcher } from "@botdir/batcher";
 import express, { type NextFunction, type Request, type Response } from "express";
+import { Redis } from "ioredis";
+import pg from "pg";
 import { pino } from "pino";
 
 const port = Number(process.argv[2] ?? 0);
@@ -47,12 +60,41 @@ app.use((req: Request, res: Response, next: NextFunction) => {
   });
   next();
 });
-app.get("/api/v1/bots/:id/check", (_req, res) => {
-  res.json({ voted: 1, hasVoted: true, votedAt, nextVoteAt: votedAt });
-});
-app.post("/api/v1/bots/:id/stats", json, (_req, res) => {
-  res.json({ success: true, server_count: 1 });
-});
+const io = withIo(process.env.FLOOR_DATABASE_URL, process.env.FLOOR_REDIS_URL);
+if (io) {
+  app.get("/api/v1/bots/:id/check", async (req, res) => {
+    const tokenHash = hash("sha256", req.headers.authorization ?? "");
+    const [count, row] = await Promise.all([
+      io.count(`check:${tokenHash}`),
+      io.check({ tokenHash, userId: String(req.query.userId) }),
+    ]);
+    if (row === null) res.status(401).json({ error: "Unauthorized" });
+    else if (count > 600) res.status(429).json({ error: "Too many requests" });
+    else if (row.votedAt === null) res.json({ voted: 0, hasVoted: false, votedAt: null, nextVoteAt: null });
+    else {
+      const at = row.votedAt.toISOString();
+      res.json({ voted: 1, hasVoted: true, votedAt: at, nextVoteAt: at });
+    }
+  });
+  app.post("/api/v1/bots/:id/stats", json, async (req, res) => {
+    const tokenHash = hash("sha256", req.headers.authorization ?? "");
+    const serverCount = Number((req.body as { server_count?: unknown }).server_count);
+    const [count, written] = await Promise.all([
+      io.count(`stats:${tokenHash}`),
+      io.stats({ tokenHash, botId: String(req.params.id), serverCount }),
+    ]);
+    if (!written) res.status(401).json({ error: "Unauthorized" });
+    else if (count > 60) res.status(429).json({ error: "Too many requests" });
+    else res.json({ success: true, server_count: serverCount });
+  });
+} else {
+  app.get("/api/v1/bots/:id/check", (_req, res) => {
+    res.json({ voted: 1, hasVoted: true, votedAt, nextVoteAt: votedAt });
+  });
+  app.post("/api/v1/bots/:id/stats", json, (_req, res) => {
+    res.json({ success: true, server_count: 1 });
+  });
+}
 app.put("/api/v1/bots/:id/commands", json, (_req, res) => {
   res.json({ success: true, count: 100 });
 });
@@ -71,3 +113,56 @@ const server = app.listen(port, "127.0.0.1", () => {
   process.stdout.write(`listening ${typeof address === "object" && address ? address.port : port}\n`);
 });
 process.on("SIGTERM", () => server.close(() => process.exit(0)));
+
+/** The floor's I/O for `/check` and `/stats` (see the header); null without both URLs. */
+function withIo(databaseUrl: string | undefined, redisUrl: string | undefined) {
+  if (!databaseUrl || !redisUrl) return null;
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 8 });
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  const limits = { maxInFlight: 4, maxBatch: 64 };
+  const count = createBatcher<string, number>({
+    ...limits,
+    isolateFailures: false,
+    run: async (keys) => {
+      const window = Math.floor(Date.now() / 10_000);
+      const pipeline = redis.pipeline();
+      for (const key of keys) pipeline.incr(`floor:${key}:${window}`);
+      const replies = (await pipeline.exec()) ?? [];
+      return replies.map(([error, n]) => (error ? 0 : Number(n)));
+    },
+  });
+  const check = createBatcher<{ tokenHash: string; userId: string }, { votedAt: Date | null } | null>({
+    ...limits,
+    run: async (keys) => {
+      const { rows } = await pool.query<{ i: string; voted_at: Date | null }>({
+        name: "floor.check",
+        text: `SELECT q.i,
+                (SELECT w.voted_at FROM vote_windows w WHERE w.bot_id = b.id AND w.user_id = q.user_id) AS voted_at
+           FROM unnest($1::char(64)[], $2::varchar[]) WITH ORDINALITY AS q(token_hash, user_id, i)
+           JOIN bots b ON b.token_hash = q.token_hash AND b.status = 'approved'`,
+        values: [keys.map((k) => k.tokenHash), keys.map((k) => k.userId)],
+      });
+      const answers: ({ votedAt: Date | null } | null)[] = keys.map(() => null);
+      for (const row of rows) answers[Number(row.i) - 1] = { votedAt: row.voted_at };
+      return answers;
+    },
+  });
+  const stats = createBatcher<{ tokenHash: string; botId: string; serverCount: number }, boolean>({
+    ...limits,
+    run: async (keys) => {
+      const { rows } = await pool.query<{ i: string }>({
+        name: "floor.stats",
+        text: `UPDATE bots b SET server_count = q.server_count, checked_in_at = now(), updated_at = now()
+                 FROM unnest($1::char(64)[], $2::varchar[], $3::bigint[])
+                      WITH ORDINALITY AS q(token_hash, bot_id, server_count, i)
+                WHERE b.token_hash = q.token_hash AND b.id = q.bot_id AND b.status = 'approved'
+            RETURNING q.i`,
+        values: [keys.map((k) => k.tokenHash), keys.map((k) => k.botId), keys.map((k) => k.serverCount)],
+      });
+      const written = keys.map(() => false);
+      for (const row of rows) written[Number(row.i) - 1] = true;
+      return written;
+    },
+  });
+  return { count, check, stats };
+}

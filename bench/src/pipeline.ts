@@ -8,6 +8,8 @@ import type { Receiver } from "./receiver.js";
 
 export const MIX_PATH = "/mix";
 export const HOSTILE_OK_PATH = "/hostile-ok";
+/** Where the dispatcher's floor (src/sender-floor.ts) sends: the mix bots' origins, another path. */
+export const SENDER_FLOOR_PATH = "/sender-floor";
 
 export function percentile(values: number[], p: number): number {
   if (values.length === 0) return Number.NaN;

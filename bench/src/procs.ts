@@ -68,19 +68,26 @@ export interface Proc {
 export const APPS_FROM = process.env.BENCH_APPS === "source" ? "source" : "bundle";
 
 /**
- * The file to start for `entry` (a package's TypeScript entry, e.g. "apps/api/src/main.ts"):
- * under "bundle", builds it into that package's dist/ (one esbuild run) and returns the bundle.
+ * The files to start for `entries` (TypeScript entries of one package, e.g. "apps/api/src/main.ts"):
+ * under "bundle", builds them into that package's dist/ (one esbuild run, which empties dist/ first,
+ * so the entries of one package are built together) and returns the bundles, in order.
  */
-export function appEntry(entry: string): string {
-  if (APPS_FROM === "source") return entry;
-  const [packageDir, source] = entry.split("/src/") as [string, string];
-  const name = path.basename(source, ".ts");
-  execFileSync(process.execPath, [path.join(ROOT, "scripts/build-app.mjs"), `${name}=src/${source}`], {
-    cwd: path.join(ROOT, packageDir),
-    stdio: ["ignore", "ignore", "inherit"],
-  });
-  return `${packageDir}/dist/${name}.js`;
+export function appEntries(...entries: [string, ...string[]]): string[] {
+  if (APPS_FROM === "source") return entries;
+  const split = entries.map((entry) => entry.split("/src/") as [string, string]);
+  const packageDir = split[0]?.[0] as string;
+  if (split.some(([dir]) => dir !== packageDir)) throw new Error("appEntries: entries of one package only");
+  const names = split.map(([, source]) => [path.basename(source, ".ts"), source] as const);
+  execFileSync(
+    process.execPath,
+    [path.join(ROOT, "scripts/build-app.mjs"), ...names.map(([name, source]) => `${name}=src/${source}`)],
+    { cwd: path.join(ROOT, packageDir), stdio: ["ignore", "ignore", "inherit"] },
+  );
+  return names.map(([name]) => `${packageDir}/dist/${name}.js`);
 }
+
+/** appEntries for one entry. */
+export const appEntry = (entry: string): string => appEntries(entry)[0] as string;
 
 /**
  * Starts `node <entry>` (a bundle, see appEntry) or `node --import tsx <entry>` (TypeScript) under

@@ -15,6 +15,11 @@ export interface Headline {
   /** µs per delivered vote: dispatcher + what delivery adds in PostgreSQL and Redis (≤ 225). */
   deliverySideUs: number | null;
   dispatcherUs: number | null;
+  /**
+   * Draining a full queue: the dispatcher's CPU per delivery ÷ its floor's (got sending the same
+   * signed requests at the same concurrency with the same log line, src/sender-floor.ts).
+   */
+  dispatcherVsSenderFloor: number | null;
   /** What delivery adds in PostgreSQL (≤ 40) and Redis (≤ 25), µs per delivered vote. */
   postgresAddedUs: number | null;
   redisAddedUs: number | null;
@@ -23,6 +28,15 @@ export interface Headline {
   /** Ours ÷ the floor (targets ≥ 0.6 and ≥ 0.45). */
   checkVsFloor: number | null;
   statsVsFloor: number | null;
+  /**
+   * The floor with its I/O (src/floor.ts: the token's hash, one Redis and one PostgreSQL round
+   * trip per batch) ÷ the bare floor, req/s in alternating rounds: what a /check or /stats built on
+   * Express, ioredis and node-postgres reaches of the bare floor; then ours ÷ that floor.
+   */
+  checkIoFloorVsFloor: number | null;
+  checkVsIoFloor: number | null;
+  statsIoFloorVsFloor: number | null;
+  statsVsIoFloor: number | null;
 }
 
 export function headlineOf(paths: PathsResult, mix: WebhookMixResult | null): Headline {
@@ -31,12 +45,21 @@ export function headlineOf(paths: PathsResult, mix: WebhookMixResult | null): He
     pipelineRatio: v?.pipelineRatio ?? null,
     deliverySideUs: v?.deliverySide ?? null,
     dispatcherUs: v?.withDispatcher.dispatcher ?? null,
+    dispatcherVsSenderFloor: mix?.ingestAlone.dispatcherVsSenderFloor ?? null,
     postgresAddedUs: v?.deliveryAdds.postgres ?? null,
     redisAddedUs: v?.deliveryAdds.redis ?? null,
     redisCommandsAdded: v?.redisCommands.deliveryAdds.total ?? null,
     checkVsFloor: paths.paths["GET /check"]?.ratio ?? null,
     statsVsFloor: paths.paths["POST /stats"]?.ratio ?? null,
+    checkIoFloorVsFloor: ioFloorVsFloor(paths, "GET /check"),
+    checkVsIoFloor: paths.paths["GET /check vs the floor with its I/O"]?.ratio ?? null,
+    statsIoFloorVsFloor: ioFloorVsFloor(paths, "POST /stats"),
+    statsVsIoFloor: paths.paths["POST /stats vs the floor with its I/O"]?.ratio ?? null,
   };
+}
+
+function ioFloorVsFloor(paths: PathsResult, name: string): number | null {
+  return paths.paths[`${name} vs the floor with its I/O`]?.bareFloor?.ioFloorVsBare ?? null;
 }
 
 interface Report extends PathsResult {
@@ -64,9 +87,12 @@ export function printReport(report: Report, file: string): void {
     `| pipeline ratio: webhook-mix ingest ÷ the same rounds with no dispatcher | ${shown(h.pipelineRatio)} | ≥ 0.65 |`,
     `| delivery side per delivered vote (dispatcher + what delivery adds in PostgreSQL and Redis) | ${shown(h.deliverySideUs, " µs")} | ≤ 225 µs |`,
     `| of which the dispatcher process | ${shown(h.dispatcherUs, " µs")} | ≤ 160 µs |`,
+    `| the dispatcher ÷ its floor (got sending the same signed requests), draining | ${shown(h.dispatcherVsSenderFloor, "×")} | |`,
     `| of which PostgreSQL / Redis added by delivery | ${shown(h.postgresAddedUs)} / ${shown(h.redisAddedUs, " µs")} | ≤ 40 / ≤ 25 µs |`,
     `| GET /check vs the floor | ${shown(h.checkVsFloor, "×")} | ≥ 0.6× |`,
+    `| the floor with /check's I/O vs the floor; ours vs the floor with its I/O | ${shown(h.checkIoFloorVsFloor, "×")}; ${shown(h.checkVsIoFloor, "×")} | |`,
     `| POST /stats vs the floor | ${shown(h.statsVsFloor, "×")} | ≥ 0.45× |`,
+    `| the floor with /stats's I/O vs the floor; ours vs the floor with its I/O | ${shown(h.statsIoFloorVsFloor, "×")}; ${shown(h.statsVsIoFloor, "×")} | |`,
     "",
   ];
   if (v) {
@@ -91,7 +117,7 @@ export function printReport(report: Report, file: string): void {
       `  added by delivery: ${commands(v.redisCommands.deliveryAdds.byCommand)}`,
       `  recording only: ${commands(v.redisCommands.noDispatcher.byCommand)}`,
       `PostgreSQL transactions per vote: ${v.postgresTransactions.noDispatcher} recording only, ${v.postgresTransactions.withDispatcher} delivering`,
-      `draining a full queue with no votes cast, CPU µs per delivery: dispatcher ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.dispatcher}, PostgreSQL ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.postgres}, Redis ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.redis}`,
+      `draining a full queue with no votes cast, CPU µs per delivery: dispatcher ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.dispatcher}, PostgreSQL ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.postgres}, Redis ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.redis}; the dispatcher's floor (src/sender-floor.ts) ${mix.ingestAlone.senderFloorCpuMicrosecondsPerDelivery.got}, with Node's client instead of got ${mix.ingestAlone.senderFloorCpuMicrosecondsPerDelivery.node}`,
       `GC µs per delivered vote: ingest ${mix.gcMicrosecondsPerVote.ingest ?? "?"}, dispatcher ${mix.gcMicrosecondsPerVote.dispatcher ?? "?"}`,
       "",
     );
@@ -104,10 +130,10 @@ export function printReport(report: Report, file: string): void {
         `| ${name} | ${r.ours.rps} | ${r.floor.rps} | ${r.ratio}× | ${r.ours.p50} / ${r.ours.p99} | ${r.floor.p50} / ${r.floor.p99} | ${r.p99Ratio}× |`,
     ),
     "",
-    "CPU µs per request (ours: server / postgres / redis / load generator; floor: server / load generator)",
+    "CPU µs per request, server / postgres / redis / load generator (the floor's PostgreSQL and Redis only with its I/O)",
     ...Object.entries(report.cpuMicrosecondsPerRequest).map(
       ([name, c]) =>
-        `  ${name}: ${c.ours.server} / ${c.ours.postgres} / ${c.ours.redis} / ${c.ours.loadGenerator}; floor ${c.floor.server} / ${c.floor.loadGenerator}`,
+        `  ${name}: ours ${c.ours.server} / ${c.ours.postgres} / ${c.ours.redis} / ${c.ours.loadGenerator}; floor ${c.floor.server} / ${c.floor.postgres} / ${c.floor.redis} / ${c.floor.loadGenerator}`,
     ),
     "",
     `ingest durability: ${report.ingestDurability.recorded} recorded of ${report.ingestDurability.acknowledged} acknowledged`,

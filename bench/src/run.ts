@@ -1,7 +1,8 @@
 /**
  * `pnpm bench`: starts the stack (src/stack.ts) and runs each scenario of src/scenarios/ against
- * it, every one alternating with a bare Express floor in the same run: the hot paths, vote →
- * webhook, `webhook-mix` (what a delivered vote costs) and `hostile`. Prints the tables and writes
+ * it, every one against floors built from the same components in the same run (src/floor.ts, and
+ * src/sender-floor.ts for the dispatcher): the hot paths, vote → webhook, `webhook-mix` (what a
+ * delivered vote costs) and `hostile`. Prints the tables and writes
  * bench/results/runs/<timestamp>.json, then the day's median file (src/summary.ts).
  *
  * BENCH_ONLY="check,stats" runs the hot paths whose name contains one of the words, and the

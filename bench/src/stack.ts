@@ -4,6 +4,8 @@
  * with the production image's Node flags. Every scenario (src/scenarios/) runs against one Stack.
  */
 import { randomBytes } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { createSecretBox, hashToken, migrate } from "@botdir/db";
 import { withDatabase } from "@botdir/db/testing";
@@ -11,6 +13,7 @@ import pg from "pg";
 import { seedDeliveryHistory, seedPipelineBots } from "./pipeline.js";
 import {
   APPS_FROM,
+  appEntries,
   appEntry,
   appEnv,
   appNodeArgs,
@@ -132,6 +135,9 @@ export interface Stack {
   /** The apps' and the floor's Node flags (docker/Dockerfile's NODE_OPTIONS, or BENCH_NODE_ARGS). */
   nodeArgs: string[];
   floorUrl: string;
+  /** The floor with `/check`'s and `/stats`'s I/O (src/floor.ts, FLOOR_DATABASE_URL). */
+  ioFloorUrl: string;
+  ioFloorPid: () => number | undefined;
   apiUrl: string;
   apiMetricsUrl: string;
   /** The second API, DB_PREPARED_STATEMENTS=off (every statement unnamed). */
@@ -151,8 +157,20 @@ export interface Stack {
    */
   startDispatchers(n: number, entry?: string, env?: Record<string, string>): Promise<Proc[]>;
   stopDispatchers(): Promise<void>;
+  /**
+   * Starts the dispatcher's floor (src/sender-floor.ts) with the dispatcher's environment, sending
+   * round-robin to `targets`; `send(n)` resolves when n deliveries have their outcome. `client`
+   * "node": Node's http.request instead of got.
+   */
+  startSenderFloor(targets: { url: string; botId: string }[], client?: "got" | "node"): Promise<SenderFloor>;
   /** RSS samples (MB) of every app, one a second since the start. */
   memory(): Record<string, { max: number; first: number; last: number; samples: number }>;
+  stop(): Promise<void>;
+}
+
+export interface SenderFloor {
+  pid: number | undefined;
+  send(n: number): Promise<{ sent: number; delivered: number }>;
   stop(): Promise<void>;
 }
 
@@ -194,7 +212,11 @@ export async function startStack(): Promise<Stack> {
 
     const [apiPort, ingestPort, dispatcherPort, dispatcher2Port, floorPort, apiMetricsPort] =
       await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
-    const [apiUnnamedPort, apiUnnamedMetricsPort] = await Promise.all([freePort(), freePort()]);
+    const [apiUnnamedPort, apiUnnamedMetricsPort, ioFloorPort] = await Promise.all([
+      freePort(),
+      freePort(),
+      freePort(),
+    ]);
     const env = {
       // What production runs (infra/base/configmap.yaml): info, one JSON line per request.
       ...appEnv({ dbUrl, redisUrl: redis.url, internalKey, encryptionKey }, "info"),
@@ -211,8 +233,10 @@ export async function startStack(): Promise<Stack> {
         ? ["--cpu-prof", `--cpu-prof-dir=${path.join(ROOT, "bench/results/profiles")}`]
         : []),
     ];
+    const [floorEntry, senderFloorEntry] = appEntries("bench/src/floor.ts", "bench/src/sender-floor.ts");
     const entries = {
-      floor: appEntry("bench/src/floor.ts"),
+      floor: floorEntry as string,
+      senderFloor: senderFloorEntry as string,
       api: appEntry("apps/api/src/main.ts"),
       ingest: appEntry("apps/vote-ingest/src/main.ts"),
       dispatcher: appEntry("apps/webhook-dispatcher/src/main.ts"),
@@ -225,6 +249,13 @@ export async function startStack(): Promise<Stack> {
       entries.floor,
       { LOG_LEVEL: env.LOG_LEVEL },
       [String(floorPort)],
+      nodeArgs,
+    );
+    const ioFloor = await startNode(
+      "floor-io",
+      entries.floor,
+      { LOG_LEVEL: env.LOG_LEVEL, FLOOR_DATABASE_URL: dbUrl, FLOOR_REDIS_URL: redis.url },
+      [String(ioFloorPort)],
       nodeArgs,
     );
     const api = await startNode(
@@ -255,9 +286,10 @@ export async function startStack(): Promise<Stack> {
       [],
       nodeArgs,
     );
-    procs.push(floor, api, apiUnnamed, ingest);
+    procs.push(floor, ioFloor, api, apiUnnamed, ingest);
     await Promise.all([
       waitForHttp(`http://127.0.0.1:${floorPort}/health`),
+      waitForHttp(`http://127.0.0.1:${ioFloorPort}/health`),
       waitForHttp(`http://127.0.0.1:${apiPort}/api/health`),
       waitForHttp(`http://127.0.0.1:${apiUnnamedPort}/api/health`),
       waitForHttp(`http://127.0.0.1:${ingestPort}/health`),
@@ -287,6 +319,34 @@ export async function startStack(): Promise<Stack> {
     };
     await startDispatchers(1);
 
+    const startSenderFloor = async (
+      targets: { url: string; botId: string }[],
+      client: "got" | "node" = "got",
+    ): Promise<SenderFloor> => {
+      const port = await freePort();
+      const file = path.join(tmpdir(), `${dbName}-sender-floor.json`);
+      writeFileSync(file, JSON.stringify(targets));
+      const proc = await startNode(
+        `sender-floor-${client}`,
+        entries.senderFloor,
+        { ...env, SENDER_FLOOR_CLIENT: client },
+        [String(port), file],
+        nodeArgs,
+      );
+      procs.push(proc);
+      const base = `http://127.0.0.1:${port}`;
+      await waitForHttp(`${base}/health`);
+      return {
+        pid: proc.child.pid,
+        send: async (n) => {
+          const res = await fetch(`${base}/send?n=${n}`, { method: "POST" });
+          if (!res.ok) throw new Error(`sender floor: ${res.status} ${await res.text()}`);
+          return (await res.json()) as { sent: number; delivered: number };
+        },
+        stop: () => proc.stop(),
+      };
+    };
+
     const memory: Record<string, number[]> = { api: [], "vote-ingest": [], "webhook-dispatcher": [] };
     sampler = setInterval(() => {
       memory.api?.push(rssMb(api.child.pid));
@@ -309,6 +369,8 @@ export async function startStack(): Promise<Stack> {
       env,
       nodeArgs,
       floorUrl: `http://127.0.0.1:${floorPort}`,
+      ioFloorUrl: `http://127.0.0.1:${ioFloorPort}`,
+      ioFloorPid: () => ioFloor.child.pid,
       apiUrl: `http://127.0.0.1:${apiPort}`,
       apiMetricsUrl: `http://127.0.0.1:${apiMetricsPort}/metrics`,
       apiUnnamedUrl: `http://127.0.0.1:${apiUnnamedPort}`,
@@ -321,6 +383,7 @@ export async function startStack(): Promise<Stack> {
       dispatcherMetricsUrl: `http://127.0.0.1:${dispatcherPort}/metrics`,
       startDispatchers,
       stopDispatchers,
+      startSenderFloor,
       memory: () =>
         Object.fromEntries(
           Object.entries(memory).map(([name, samples]) => [

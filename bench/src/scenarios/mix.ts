@@ -17,7 +17,7 @@
  * (`pg_stat_database`).
  */
 import { type LoadResult, load } from "../load.js";
-import { MIX_PATH, median, percentile, sleep } from "../pipeline.js";
+import { MIX_PATH, median, percentile, SENDER_FLOOR_PATH, sleep } from "../pipeline.js";
 import {
   type CpuByPid,
   cpuSeconds,
@@ -99,6 +99,15 @@ export interface IngestAloneResult {
    * start-up): the delivery side with no votes being cast beside it.
    */
   drainCpuMicrosecondsPerDelivery: { dispatcher: number; postgres: number; redis: number };
+  /**
+   * The dispatcher's floor (src/sender-floor.ts: the same signed requests through the dispatcher's
+   * got client, to the same receiver, at the same concurrency, with its log line; nothing else):
+   * CPU µs per delivery, half of the drain's count sent just before the drain and half just after;
+   * `node`: the same with Node's http.request instead of got.
+   */
+  senderFloorCpuMicrosecondsPerDelivery: { got: number; node: number };
+  /** The drain's dispatcher CPU per delivery ÷ the sender floor's (same run, same deliveries). */
+  dispatcherVsSenderFloor: number;
 }
 
 interface Settings {
@@ -316,6 +325,27 @@ async function ingestAlone(
   const rounds = await alternate(stack, settings, build, undefined, {
     settle: async (round) => round.recorded,
   });
+  // The dispatcher's floor (got, and Node's own client beside it), each sending half as many
+  // deliveries as were recorded before the drain and half after it (so a change in the machine's
+  // load falls on all alike), after a warm-up.
+  const targets = bots.map((botId, i) => ({ botId, url: stack.receiver.url(SENDER_FLOOR_PATH, i) }));
+  const floors = {
+    got: await stack.startSenderFloor(targets, "got"),
+    node: await stack.startSenderFloor(targets, "node"),
+  };
+  const half = Math.max(1_000, Math.round(rounds.reduce((a, r) => a + r.votes, 0) / 2));
+  const senderSeconds = { got: 0, node: 0 };
+  const floorRound = async () => {
+    for (const client of ["got", "node"] as const) {
+      const floor = floors[client];
+      const before = cpuSeconds(floor.pid);
+      const { delivered } = await floor.send(half);
+      if (delivered !== half) throw new Error(`sender floor (${client}): ${delivered} of ${half} delivered`);
+      senderSeconds[client] += cpuSeconds(floor.pid) - before;
+    }
+  };
+  await Promise.all([floors.got.send(1_000), floors.node.send(1_000)]);
+  await floorRound();
   // The dispatcher's own cost on a full queue: counters read at its first delivery (after its
   // start-up) and once every vote has arrived, divided by the deliveries in between.
   const dispatcherPid = (await stack.startDispatchers(1))[0]?.child.pid;
@@ -331,6 +361,13 @@ async function ingestAlone(
   );
   const drained = stack.receiver.received(MIX_PATH) - drainFrom.received;
   const drainCpu = cpuPerVote(drainFrom.reading, await read(stack, dispatcherPid), drained);
+  await stack.stopDispatchers();
+  await floorRound();
+  await Promise.all([floors.got.stop(), floors.node.stop()]);
+  const senderFloorUs = {
+    got: Math.round((senderSeconds.got * 1e6) / (2 * half)),
+    node: Math.round((senderSeconds.node * 1e6) / (2 * half)),
+  };
   const result: IngestAloneResult = {
     floor: { rps: Math.round(mean(rounds.map((r) => r.floor.rps))) },
     ours: {
@@ -347,13 +384,17 @@ async function ingestAlone(
       postgres: drainCpu.postgres,
       redis: drainCpu.redis,
     },
+    senderFloorCpuMicrosecondsPerDelivery: senderFloorUs,
+    dispatcherVsSenderFloor: round2(drainCpu.dispatcher / Math.max(1, senderFloorUs.got)),
   };
   const c = result.cpuMicrosecondsPerVote;
   log(
     `webhook-mix, no dispatcher running (recording alone): ingest ${result.ours.rps} votes/s vs floor ${result.floor.rps} = ${result.ratio}× ` +
       `(rounds ${result.roundRatios.join(", ")}); CPU µs per vote: ingest ${c.ingest}, postgres ${c.postgres}, ` +
       `redis ${c.redis}, load ${c.loadGenerator}; then ${delivered}/${recorded} delivered by one dispatcher ` +
-      `(CPU µs per delivery: dispatcher ${drainCpu.dispatcher}, postgres ${drainCpu.postgres}, redis ${drainCpu.redis})`,
+      `(CPU µs per delivery: dispatcher ${drainCpu.dispatcher}, postgres ${drainCpu.postgres}, redis ${drainCpu.redis}; ` +
+      `the sender floor ${senderFloorUs.got}, with Node's client instead of got ${senderFloorUs.node}: ` +
+      `dispatcher ${result.dispatcherVsSenderFloor}× the floor)`,
   );
   return { result, rounds };
 }

@@ -3,8 +3,9 @@
  * `GET /votes`, `POST /internal/v1/votes`, and the two refusals of `/check`) is loaded in rounds
  * alternating with the floor's same route, 32 connections, and reported as ours ÷ the floor, with
  * the CPU per request of every process taking part and, for the batched paths, the mean requests
- * per statement. Then the 429 path (one token far over its limit) and the ingest's durability
- * (every 2xx of its rounds is in `vote_log`).
+ * per statement. `GET /check` and `POST /stats` also run against the floor with its I/O (rounds of
+ * the bare floor, that floor and ours in turn). Then the 429 path (one token far over its limit)
+ * and the ingest's durability (every 2xx of its rounds is in `vote_log`).
  */
 import { randomBytes } from "node:crypto";
 import { parseMetrics } from "@botdir/db/testing";
@@ -20,6 +21,11 @@ export interface PathRow {
   ours: LoadResult;
   ratio: number;
   p99Ratio: number;
+  /**
+   * Rows against the floor with its I/O (`floor` above) also run the bare floor in each round
+   * (bare, with I/O, ours): the floor with I/O ÷ the bare floor, and ours ÷ the bare floor.
+   */
+  bareFloor?: { rps: number; ioFloorVsBare: number; oursVsBare: number };
 }
 
 export interface PathsResult {
@@ -90,7 +96,7 @@ export async function hotPaths(
       };
     },
   });
-  const paths: Record<string, { method: Method; ours: string; build: Build }> = {
+  const paths: Record<string, { method: Method; ours: string; floor?: "io"; build: Build }> = {
     "GET /check": ownBot("GET", (i) => `/check?userId=${userId(1 + (i % 2))}`),
     "POST /stats": {
       method: "POST",
@@ -144,6 +150,12 @@ export async function hotPaths(
     const named = paths[name];
     if (named) paths[`${name} (unnamed statements)`] = { ...named, ours: stack.apiUnnamedUrl };
   }
+  // The same two paths against the floor that also does their I/O (src/floor.ts): the token's hash,
+  // one Redis round trip and one PostgreSQL statement per batch, nothing else.
+  for (const name of ["GET /check", "POST /stats"]) {
+    const named = paths[name];
+    if (named) paths[`${name} vs the floor with its I/O`] = { ...named, floor: "io" };
+  }
 
   const cpuOf = (serverPid: number | undefined) => ({
     server: cpuSeconds(serverPid),
@@ -183,6 +195,8 @@ export async function hotPaths(
     const ofIngest = spec.ours === stack.ingestUrl;
     const unnamed = spec.ours === stack.apiUnnamedUrl;
     const serverPid = ofIngest ? stack.ingestPid() : unnamed ? stack.apiUnnamedPid() : stack.apiPid();
+    const [floorUrl, floorPid] =
+      spec.floor === "io" ? [stack.ioFloorUrl, stack.ioFloorPid()] : [stack.floorUrl, stack.floorPid()];
     const metricsUrl = ofIngest
       ? `${stack.ingestUrl}/metrics`
       : unnamed
@@ -193,13 +207,15 @@ export async function hotPaths(
     const floorCpu: CpuShare[] = [];
     const ourRuns: LoadResult[] = [];
     const ourCpu: CpuShare[] = [];
+    const bareRuns: LoadResult[] = [];
     for (let i = 0; i < settings.rounds; i++) {
+      if (spec.floor === "io") bareRuns.push(await round(stack.floorUrl, spec));
       // BENCH_NO_FLOOR=1 (profiling only) skips the floor rounds; ratios are then meaningless.
       if (process.env.BENCH_NO_FLOOR !== "1") {
-        const before = cpuOf(stack.floorPid());
-        const r = await round(stack.floorUrl, spec);
+        const before = cpuOf(floorPid);
+        const r = await round(floorUrl, spec);
         floorRuns.push(r);
-        floorCpu.push(perRequest(before, cpuOf(stack.floorPid()), r.total));
+        floorCpu.push(perRequest(before, cpuOf(floorPid), r.total));
       }
       const before = cpuOf(serverPid);
       const r = await round(spec.ours, spec);
@@ -220,15 +236,29 @@ export async function hotPaths(
           ) / 10
         : undefined;
     if (batchSize !== undefined) result.requestsPerBatchedStatement[name] = batchSize;
-    const row = {
+    const ratio = (a: number, b: number) => Math.round((a / Math.max(b, 1)) * 100) / 100;
+    const bare = bareRuns.length > 0 ? average(bareRuns) : null;
+    const row: PathRow = {
       floor: f,
       ours: o,
-      ratio: Math.round((o.rps / f.rps) * 100) / 100,
-      p99Ratio: Math.round((o.p99 / Math.max(f.p99, 1)) * 100) / 100,
+      ratio: ratio(o.rps, f.rps),
+      p99Ratio: ratio(o.p99, f.p99),
+      ...(bare
+        ? {
+            bareFloor: {
+              rps: bare.rps,
+              ioFloorVsBare: ratio(f.rps, bare.rps),
+              oursVsBare: ratio(o.rps, bare.rps),
+            },
+          }
+        : {}),
     };
     result.paths[name] = row;
     log(
-      `${name}: ours ${o.rps} req/s (p50 ${o.p50} ms, p99 ${o.p99} ms, non-2xx ${o.non2xx}) vs floor ${f.rps} req/s (p99 ${f.p99} ms) = ${row.ratio}×${batchSize ? `, ${batchSize} requests per statement` : ""}`,
+      `${name}: ours ${o.rps} req/s (p50 ${o.p50} ms, p99 ${o.p99} ms, non-2xx ${o.non2xx}) vs floor ${f.rps} req/s (p99 ${f.p99} ms) = ${row.ratio}×${batchSize ? `, ${batchSize} requests per statement` : ""}` +
+        (row.bareFloor
+          ? `; the bare floor ${row.bareFloor.rps} req/s: floor with I/O ${row.bareFloor.ioFloorVsBare}×, ours ${row.bareFloor.oursVsBare}× of it`
+          : ""),
     );
   }
 
