@@ -177,7 +177,12 @@ export function createTokenSet(options: TokenSetOptions): TokenSet {
     const wait = lastBarrierAt + o.barrierIntervalMs - now();
     // setImmediate even with no wait: the misses of one turn of the event loop share a barrier.
     if (wait > 0) {
-      const timer = setTimeout(sendBarrier, wait);
+      // A timer fires by the event loop's clock, taken when its turn began: up to a turn earlier
+      // than `now()` says. So it looks again rather than sending, and waits for the rest if early.
+      const timer = setTimeout(() => {
+        nextBarrier = null;
+        scheduleBarrier();
+      }, wait);
       nextBarrier = () => clearTimeout(timer);
     } else {
       const immediate = setImmediate(sendBarrier);
