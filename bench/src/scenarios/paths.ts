@@ -225,6 +225,15 @@ export async function hotPaths(
     const f =
       floorRuns.length > 0 ? average(floorRuns) : { rps: 1, p50: 0, p99: 0, non2xx: 0, errors: 0, total: 0 };
     const o = average(ourRuns);
+    // A floor that refuses or drops requests answers faster than any real route: its rate would
+    // measure nothing.
+    for (const [which, runs] of [
+      ["floor", floorRuns],
+      ["bare floor", bareRuns],
+    ] as const) {
+      const bad = runs.reduce((a, r) => a + r.non2xx + r.errors, 0);
+      if (bad > 0) throw new Error(`${name}: the ${which} answered ${bad} requests with no 2xx`);
+    }
     result.cpuMicrosecondsPerRequest[name] = { ours: meanCpu(ourCpu), floor: meanCpu(floorCpu) };
     const batchesAfter = await batchCounters(metricsUrl);
     const batchSize =
