@@ -7,14 +7,16 @@
  *    counters, so each process's CPU is divided by votes recorded *and delivered*;
  * 2. the same rounds (other users, same bots) with no dispatcher running: each vote is still written
  *    with its delivery and handed to the queue, so this is recording alone. One dispatcher then
- *    delivers those votes too (not measured), so the next scenario starts with an empty queue.
+ *    drains them (its CPU per delivery counted from its first delivery on), so the next scenario
+ *    starts with an empty queue; the dispatcher's floors (src/sender-floor.ts, with got and with
+ *    Node's client) send as many deliveries, half just before that drain and half just after it.
  *
  * The headline is the **pipeline ratio**, the ingest's votes/s in (1) ÷ in (2): how much of the
  * ingest's own rate survives delivering every vote on the same cores. The per-vote table
  * (`perDeliveredVote`) has CPU µs per vote of every process in (1) and (2), what delivery adds
  * (1 − 2), the delivery side (dispatcher + what delivery adds in PostgreSQL and Redis), Redis
- * commands per vote (`INFO commandstats`) and PostgreSQL transactions per vote
- * (`pg_stat_database`).
+ * commands per vote (`INFO commandstats`), PostgreSQL transactions per vote
+ * (`pg_stat_database`) and the dispatcher ÷ its floor.
  */
 import { type LoadResult, load } from "../load.js";
 import { MIX_PATH, median, percentile, SENDER_FLOOR_PATH, sleep } from "../pipeline.js";
