@@ -96,6 +96,39 @@ describe("PUT /commands: 10 per token per minute", () => {
   });
 });
 
+describe("the window's key in Redis", () => {
+  it("when a token's window key has no expiry (not written so by the limiter), then the next counted request gives it the window and counts on from it", async () => {
+    const app = h.app();
+    const bot = await newBot();
+    const key = `${h.prefix}rl:check:${hashToken(bot.token)}`;
+    // The token's window is open (so the request is counted as an existing window), then loses
+    // its expiry and holds 5.
+    expect((await checkVote(app, bot)).status).toBe(200);
+    await h.redis.set(key, "5");
+    expect(await h.redis.pttl(key)).toBe(-1);
+    const res = await checkVote(app, bot);
+    expect(res.status).toBe(200);
+    expect(res.headers["ratelimit-remaining"]).toBe(String(600 - 6));
+    expect(res.headers["ratelimit-reset"]).toBe("60");
+    const pttl = await h.redis.pttl(key);
+    expect(pttl).toBeGreaterThan(55_000);
+    expect(pttl).toBeLessThanOrEqual(60_000);
+  });
+
+  it("when a window is counted, then its reset is the key's remaining lifetime, not a new window", async () => {
+    const app = h.app();
+    const bot = await newBot();
+    const key = `${h.prefix}rl:check:${hashToken(bot.token)}`;
+    expect((await checkVote(app, bot)).status).toBe(200);
+    await h.redis.pexpire(key, 20_000);
+    const res = await checkVote(app, bot);
+    expect(res.headers["ratelimit-remaining"]).toBe(String(600 - 2));
+    expect(Number(res.headers["ratelimit-reset"])).toBeGreaterThanOrEqual(19);
+    expect(Number(res.headers["ratelimit-reset"])).toBeLessThanOrEqual(20);
+    expect(await h.redis.pttl(key)).toBeLessThanOrEqual(20_000);
+  });
+});
+
 describe("the other endpoints' limits", () => {
   it("advertise the spec's per-minute limits: stats 60, check 600, votes 60", async () => {
     const app = h.app();

@@ -45,28 +45,35 @@ const FAIL_OPEN_LOG_INTERVAL_MS = 10_000;
  * KEYS: the window keys of a batch (a key may repeat: each occurrence counts). ARGV[1]: the window
  * in milliseconds; ARGV[1 + i]: '1' to open key i's window when it does not exist, '0' to count
  * it only if it exists (count 0 otherwise, nothing written). Returns count and remaining
- * milliseconds for each key, flattened. A key left
- * without an expiry (never written so by us) gets the window, so no count can outlive it.
+ * milliseconds for each key, flattened. Counting an existing window takes two commands: PTTL
+ * (which also says whether the key exists: -2) and INCR. A key left without an expiry (never
+ * written so by us) gets the window, so no count can outlive it.
  */
 const CONSUME_SCRIPT = `
 local window = tonumber(ARGV[1])
 local out = {}
 for i = 1, #KEYS do
+  local key = KEYS[i]
   local count = 0
-  if ARGV[i + 1] == '1' or redis.call('EXISTS', KEYS[i]) == 1 then
-    count = redis.call('INCR', KEYS[i])
+  local ttl = 0
+  if ARGV[i + 1] == '1' then
+    count = redis.call('INCR', key)
+    if count == 1 then
+      ttl = -1
+    else
+      ttl = redis.call('PTTL', key)
+    end
+  else
+    ttl = redis.call('PTTL', key)
+    if ttl ~= -2 then
+      count = redis.call('INCR', key)
+    end
   end
-  local ttl = window
   if count == 0 then
     ttl = 0
-  elseif count == 1 then
-    redis.call('PEXPIRE', KEYS[i], window)
-  else
-    ttl = redis.call('PTTL', KEYS[i])
-    if ttl < 0 then
-      redis.call('PEXPIRE', KEYS[i], window)
-      ttl = window
-    end
+  elseif ttl < 0 then
+    redis.call('PEXPIRE', key, window)
+    ttl = window
   end
   out[2 * i - 1] = count
   out[2 * i] = ttl
