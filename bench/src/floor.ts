@@ -8,19 +8,22 @@
  * With FLOOR_DATABASE_URL and FLOOR_REDIS_URL set it is the **floor with its I/O**: `/check` and
  * `/stats` also do the least a correct answer needs, with the design card's components and batched
  * per event-loop turn like ours (@botdir/batcher, 4 batches in flight, 64 keys each): the token's
- * SHA-256, one Redis round trip per batch counting each token's request (a pipeline of INCR on a
- * fixed 10-second window's key, never expired: cheaper than a real limiter) and one PostgreSQL
- * statement per batch through node-postgres: `/check` reads the token's bot and the user's window
- * with our statement, `/stats` writes the bot's row with a bare `UPDATE … FROM unnest(…)` (no
- * shards, no lock ordering). Whatever ours costs on top of that is what authentication, limits,
- * validation and shards add.
+ * SHA-256 (hashToken), one Redis round trip per batch counting each token's request (a pipeline of
+ * INCR on a fixed 10-second window's key, never expired: cheaper than a real limiter) and one
+ * PostgreSQL statement per batch through node-postgres: `/check` reads the token's bot and the
+ * user's window with the API's own statement (findVoteWindows) and answers with its toVoteCheck,
+ * `/stats` writes the bot's row with a bare `UPDATE … FROM unnest(…)` (no shards, no lock
+ * ordering). Whatever ours costs on top of that is what authentication, limits, validation and
+ * shards add.
  */
-import { hash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { createBatcher } from "@botdir/batcher";
+import { hashToken } from "@botdir/db";
 import express, { type NextFunction, type Request, type Response } from "express";
 import { Redis } from "ioredis";
 import pg from "pg";
 import { pino } from "pino";
+import { findVoteWindows, toVoteCheck, type VoteWindowKey } from "../../apps/api/src/services/bots.js";
 
 const port = Number(process.argv[2] ?? 0);
 const logger = pino({
@@ -63,21 +66,17 @@ app.use((req: Request, res: Response, next: NextFunction) => {
 const io = withIo(process.env.FLOOR_DATABASE_URL, process.env.FLOOR_REDIS_URL);
 if (io) {
   app.get("/api/v1/bots/:id/check", async (req, res) => {
-    const tokenHash = hash("sha256", req.headers.authorization ?? "");
+    const tokenHash = hashToken(req.headers.authorization ?? "");
     const [count, row] = await Promise.all([
       io.count(`check:${tokenHash}`),
       io.check({ tokenHash, userId: String(req.query.userId) }),
     ]);
     if (row === null) res.status(401).json({ error: "Unauthorized" });
     else if (count > 600) res.status(429).json({ error: "Too many requests" });
-    else if (row.votedAt === null) res.json({ voted: 0, hasVoted: false, votedAt: null, nextVoteAt: null });
-    else {
-      const at = row.votedAt.toISOString();
-      res.json({ voted: 1, hasVoted: true, votedAt: at, nextVoteAt: at });
-    }
+    else res.json(toVoteCheck(row.votedAt, new Date()));
   });
   app.post("/api/v1/bots/:id/stats", json, async (req, res) => {
-    const tokenHash = hash("sha256", req.headers.authorization ?? "");
+    const tokenHash = hashToken(req.headers.authorization ?? "");
     const serverCount = Number((req.body as { server_count?: unknown }).server_count);
     const [count, written] = await Promise.all([
       io.count(`stats:${tokenHash}`),
@@ -131,21 +130,9 @@ function withIo(databaseUrl: string | undefined, redisUrl: string | undefined) {
       return replies.map(([error, n]) => (error ? 0 : Number(n)));
     },
   });
-  const check = createBatcher<{ tokenHash: string; userId: string }, { votedAt: Date | null } | null>({
+  const check = createBatcher({
     ...limits,
-    run: async (keys) => {
-      const { rows } = await pool.query<{ i: string; voted_at: Date | null }>({
-        name: "floor.check",
-        text: `SELECT q.i,
-                (SELECT w.voted_at FROM vote_windows w WHERE w.bot_id = b.id AND w.user_id = q.user_id) AS voted_at
-           FROM unnest($1::char(64)[], $2::varchar[]) WITH ORDINALITY AS q(token_hash, user_id, i)
-           JOIN bots b ON b.token_hash = q.token_hash AND b.status = 'approved'`,
-        values: [keys.map((k) => k.tokenHash), keys.map((k) => k.userId)],
-      });
-      const answers: ({ votedAt: Date | null } | null)[] = keys.map(() => null);
-      for (const row of rows) answers[Number(row.i) - 1] = { votedAt: row.voted_at };
-      return answers;
-    },
+    run: (keys: readonly VoteWindowKey[]) => findVoteWindows({ pool }, keys),
   });
   const stats = createBatcher<{ tokenHash: string; botId: string; serverCount: number }, boolean>({
     ...limits,

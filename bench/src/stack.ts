@@ -4,7 +4,7 @@
  * with the production image's Node flags. Every scenario (src/scenarios/) runs against one Stack.
  */
 import { randomBytes } from "node:crypto";
-import { writeFileSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createSecretBox, hashToken, migrate } from "@botdir/db";
@@ -336,6 +336,7 @@ export async function startStack(): Promise<Stack> {
       procs.push(proc);
       const base = `http://127.0.0.1:${port}`;
       await waitForHttp(`${base}/health`);
+      rmSync(file); // read at start-up
       return {
         pid: proc.child.pid,
         send: async (n) => {

@@ -30,7 +30,7 @@ export interface VoteWindowKey {
  * window's primary key).
  */
 export async function findVoteWindows(
-  db: Db,
+  db: Pick<Db, "pool">,
   keys: readonly VoteWindowKey[],
 ): Promise<(VoteCheckRow | null)[]> {
   const { rows } = await db.pool.query<{ i: string; id: string; voted_at: Date | null }>({
