@@ -1,0 +1,146 @@
+"""The API's request and response bodies, with the API's own field names.
+
+Answers are plain dicts; these ``TypedDict`` classes describe them for type checkers. They mirror
+the OpenAPI document the API serves (``GET /api/v1/openapi.json``, components ``CommandsBody``,
+``CommandsResponse``, ``StatsBody``, ``StatsResponse``, ``VoteCheckResult``, ``VotesPage``,
+``DeliveryAttemptsResponse``, ``RedeliverResponse``, ``Error`` and ``WebhookPayload``); the
+package's end-to-end suite compares them with that document and fails when they drift.
+"""
+
+from __future__ import annotations
+
+from typing import List, Literal, Optional, TypedDict, Union
+
+__all__ = [
+    "Command",
+    "CommandsResponse",
+    "StatsBody",
+    "StatsResponse",
+    "VoteCheckResult",
+    "Vote",
+    "VotesPage",
+    "DeliveryAttempt",
+    "DeliveryAttemptsResponse",
+    "RedeliverResponse",
+    "ErrorBody",
+    "VoteEvent",
+    "WebhookTestEvent",
+    "WebhookEvent",
+]
+
+
+class _CommandRequired(TypedDict):
+    name: str
+
+
+class Command(_CommandRequired, total=False):
+    """A command as the chat platform describes it (name 1–32; description 1–100; other fields kept)."""
+
+    description: str
+    type: int
+
+
+class CommandsResponse(TypedDict):
+    """Answer of ``put_commands``: ``count`` is the number of commands kept after de-duplication."""
+
+    success: bool
+    count: int
+
+
+class StatsBody(TypedDict, total=False):
+    """What ``post_stats`` sends: the server count, of the bot or of one shard."""
+
+    server_count: int
+    shard_id: int
+    shard_count: int
+
+
+class StatsResponse(TypedDict):
+    """Answer of ``post_stats``: the bot's count now (the shards' sum when posting per shard)."""
+
+    success: bool
+    server_count: int
+
+
+class VoteCheckResult(TypedDict):
+    """Outside the window: ``voted`` 0, ``hasVoted`` False, both times None."""
+
+    voted: Literal[0, 1]
+    hasVoted: bool
+    votedAt: Optional[str]
+    nextVoteAt: Optional[str]
+
+
+class Vote(TypedDict):
+    """One vote of the log: user id and time (ISO 8601 UTC with milliseconds and ``Z``)."""
+
+    user_id: str
+    voted_at: str
+
+
+class _VotesPageRequired(TypedDict):
+    votes: List[Vote]
+
+
+class VotesPage(_VotesPageRequired, total=False):
+    """A page of ``GET /votes?since=&cursor=``, oldest first; ``nextCursor`` is absent on the last page."""
+
+    nextCursor: str
+
+
+class DeliveryAttempt(TypedDict):
+    """One webhook delivery attempt, as the bot's edit page lists it."""
+
+    deliveryId: str
+    attempt: int
+    series: int
+    statusCode: Optional[int]
+    errorKind: Optional[str]
+    outcome: Literal["delivered", "failed"]
+    deliveryState: Literal["pending", "delivered", "failed"]
+    attemptedAt: str
+    test: bool
+
+
+class DeliveryAttemptsResponse(TypedDict):
+    attempts: List[DeliveryAttempt]
+
+
+class RedeliverResponse(TypedDict):
+    """Answer of ``redeliver``: the series just started (1 for the first redelivery)."""
+
+    deliveryId: str
+    state: Literal["pending", "delivered", "failed"]
+    series: int
+
+
+class _ErrorBodyRequired(TypedDict):
+    error: str
+
+
+class ErrorBody(_ErrorBodyRequired, total=False):
+    """Every failure's body: one sentence, plus ``retryAfter`` (seconds) on 429."""
+
+    retryAfter: int
+
+
+class VoteEvent(TypedDict):
+    """The body of a ``vote.create`` webhook."""
+
+    event: Literal["vote.create"]
+    bot_id: str
+    user_id: str
+    voted_at: str
+
+
+class WebhookTestEvent(TypedDict):
+    """The body of a test event (sent from the edit page); never enters the vote log."""
+
+    event: Literal["webhook.test"]
+    bot_id: str
+    test: bool
+    sent_at: str
+
+
+#: What a webhook carries. Switch on ``event["event"]``: more kinds may be added.
+WebhookEvent = Union[VoteEvent, WebhookTestEvent]
