@@ -56,7 +56,7 @@ class StatsBody(TypedDict, total=False):
 
 
 class StatsResponse(TypedDict):
-    """Answer of ``post_stats``: the bot's count now (the shards' sum when posting per shard)."""
+    """Answer of ``post_stats``: the count posted (the bot's stored count is the shards' sum when posting per shard)."""
 
     success: bool
     server_count: int
