@@ -6,7 +6,7 @@ from typing import Iterator
 
 import pytest
 
-from .harness import ScriptedProxy, Stack
+from .harness import Recorder, ScriptedProxy, Stack
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +21,15 @@ def stack() -> Iterator[Stack]:
 @pytest.fixture
 def proxy(stack: Stack) -> Iterator[ScriptedProxy]:
     started = ScriptedProxy(stack.api)
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+@pytest.fixture
+def recorder() -> Iterator[Recorder]:
+    started = Recorder()
     try:
         yield started
     finally:

@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import json
 import queue
+import random
 import shutil
 import subprocess
 import tempfile
@@ -258,3 +259,33 @@ class ScriptedProxy:
         if self._session is not None:
             self.server.run(self._session.close())
         self.server.close()
+
+
+class Recorder:
+    """A webhook receiver that records every request and answers 204, or waits while `hold` is set."""
+
+    def __init__(self) -> None:
+        self.requests: List[Dict[str, Any]] = []
+        self.hold = threading.Event()
+        app = web.Application()
+        app.router.add_post("/{tail:.*}", self._handle)
+        self.server = ThreadedServer(app)
+
+    def url(self, path: str = "/hook") -> str:
+        return self.server.base + path
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        self.requests.append({"path": request.path, "headers": {k.lower(): v for k, v in request.headers.items()}, "body": body})
+        while self.hold.is_set():
+            await asyncio.sleep(0.02)
+        return web.Response(status=204)
+
+    def close(self) -> None:
+        self.hold.clear()
+        self.server.close()
+
+
+def user_id() -> str:
+    """A random chat-platform user id."""
+    return "1" + "".join(random.choice("0123456789") for _ in range(17))

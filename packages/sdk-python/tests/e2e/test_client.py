@@ -4,24 +4,16 @@ answer; a real over-limit 429 too)."""
 
 from __future__ import annotations
 
-import asyncio
-import random
-import threading
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, AsyncIterator, Callable, Dict, List
 
 import pytest
-from aiohttp import web
 
 from botdir import ApiError, RetryPolicy
 
 from .clients import Either
-from .harness import ScriptedProxy, Stack, ThreadedServer, wait_for
-
-
-def user_id() -> str:
-    return "1" + "".join(random.choice("0123456789") for _ in range(17))
+from .harness import Recorder, ScriptedProxy, Stack, user_id, wait_for
 
 
 @pytest.fixture(params=["sync", "async"])
@@ -173,35 +165,6 @@ async def test_the_real_limit_beyond_the_bound_raises_429_with_retry_after(stack
     error = await error_of(client, "put_commands", [])
     assert (error.status, error.message) == (429, "Rate limit exceeded.")
     assert error.retry_after is not None and 1 <= error.retry_after <= 60
-
-
-class Recorder:
-    """A webhook receiver that records every request and answers 204, or waits while `hold` is set."""
-
-    def __init__(self) -> None:
-        self.requests: List[Dict[str, Any]] = []
-        self.hold = threading.Event()
-        app = web.Application()
-        app.router.add_post("/{tail:.*}", self._handle)
-        self.server = ThreadedServer(app)
-
-    def url(self, path: str = "/hook") -> str:
-        return self.server.base + path
-
-    async def _handle(self, request: web.Request) -> web.Response:
-        body = await request.read()
-        self.requests.append({"path": request.path, "headers": {k.lower(): v for k, v in request.headers.items()}, "body": body})
-        while self.hold.is_set():
-            await asyncio.sleep(0.02)
-        return web.Response(status=204)
-
-
-@pytest.fixture
-def recorder() -> Any:
-    started = Recorder()
-    yield started
-    started.hold.clear()
-    started.server.close()
 
 
 async def test_webhook_deliveries_lists_a_delivery_and_redeliver_sends_it_again(
