@@ -39,6 +39,11 @@ for (const [i, body] of bodies.entries()) {
 const rotation = {
   secrets: [secrets[0], secrets[1]],
   body: bodies[0],
-  headers: standardHeaders([secrets[0] ?? "", secrets[1] ?? ""], "0192f0c8-4f3a-7d2e-9a1b-200000000000", signedAt, bodies[0] ?? ""),
+  headers: standardHeaders(
+    [secrets[0] ?? "", secrets[1] ?? ""],
+    "0192f0c8-4f3a-7d2e-9a1b-200000000000",
+    signedAt,
+    bodies[0] ?? "",
+  ),
 };
 process.stdout.write(`${JSON.stringify({ vectors, rotation }, null, 2)}\n`);
