@@ -25,7 +25,11 @@ if (apps.some((app) => !existsSync(`${root}apps/${app}/dist/main.js`))) {
 }
 
 console.log("[test:python] mypy --strict (as for Python 3.9, the oldest supported)");
-const typed = run(python, ["-m", "mypy", "--strict", "--python-version", "3.9", "botdir", "../examples/owner.py"], `${pkg}/src`);
+const typed = run(
+  python,
+  ["-m", "mypy", "--strict", "--python-version", "3.9", "botdir", "../examples/owner.py"],
+  `${pkg}/src`,
+);
 if (typed !== 0) process.exit(typed);
 
 console.log("[test:python] pytest");
