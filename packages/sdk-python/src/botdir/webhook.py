@@ -18,6 +18,7 @@ import json
 import math
 import re
 import time
+from email.message import Message
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from .errors import WebhookVerificationError
@@ -41,12 +42,14 @@ _TIMESTAMP = re.compile(r"^\d{1,12}$")
 _LEGACY = re.compile(r"^sha256=[0-9a-fA-F]{64}$")
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 
-#: A mapping of header names to values (any letter case; aiohttp's ``request.headers``, a dict),
-#: or the ``(name, value)`` pairs of an ASGI scope (bytes or str).
+#: A mapping of header names to values (any letter case; aiohttp's ``request.headers``, a dict,
+#: Starlette's ``request.headers``), an ``email.message.Message`` (``http.server``'s
+#: ``self.headers``), or the ``(name, value)`` pairs of an ASGI scope (bytes or str).
 WebhookHeaders = Union[
     Mapping[str, str],
     Mapping[str, Sequence[str]],
     Iterable[Tuple[Union[str, bytes], Union[str, bytes]]],
+    Message,
 ]
 
 
@@ -97,21 +100,18 @@ class _Headers:
 
     def __init__(self, headers: WebhookHeaders) -> None:
         self._values: Dict[str, List[str]] = {}
-        if isinstance(headers, Mapping):
-            getall = getattr(headers, "getall", None)
+        getall = getattr(headers, "getall", None)
+        if getall is not None and isinstance(headers, Mapping):  # aiohttp's CIMultiDict
             for name in headers.keys():
-                key = _text(name).lower()
-                if key in self._values:
-                    continue
-                if getall is not None:
-                    values: List[str] = [str(v) for v in getall(name)]
-                else:
-                    raw = headers[name]
-                    values = [raw] if isinstance(raw, str) else [str(v) for v in raw]
-                self._values[key] = values
-        else:
-            for name, value in headers:
-                self._values.setdefault(_text(name).lower(), []).append(_text(value))
+                self._values.setdefault(_text(name).lower(), [str(v) for v in getall(name)])
+            return
+        items = getattr(headers, "items", None)
+        # A mapping, email.message.Message (http.server), Starlette's Headers: (name, value) items;
+        # otherwise (name, value) pairs as an ASGI scope holds them.
+        pairs: Iterable[Tuple[Any, Any]] = items() if callable(items) else cast(Iterable[Tuple[Any, Any]], headers)
+        for name, value in pairs:
+            values = [value] if isinstance(value, (str, bytes)) else list(value)
+            self._values.setdefault(_text(name).lower(), []).extend(_text(v) for v in values)
 
     def get(self, name: str) -> Optional[str]:
         values = self._values.get(name)

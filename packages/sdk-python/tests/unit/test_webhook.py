@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.message
 import json
 import math
 import time
@@ -40,6 +41,14 @@ def test_a_fresh_signed_request_verifies_with_any_header_case() -> None:
     # The ASGI form: (name, value) byte pairs.
     pairs = [(k.encode(), v.encode()) for k, v in signed().items()]
     assert verify_webhook(BODY, pairs, SECRET).delivery_id == "d-1"
+    # http.server's self.headers.
+    message = email.message.Message()
+    for name, value in signed().items():
+        message[name.title()] = value
+    assert verify_webhook(BODY, message, SECRET).delivery_id == "d-1"
+    # Lists of values (repeated headers), joined as one.
+    listed = {**{k: [v] for k, v in signed().items()}, "webhook-signature": ["v1,bm90", signed()["webhook-signature"]]}
+    assert verify_webhook(BODY, listed, SECRET).delivery_id == "d-1"
 
 
 def test_every_reason() -> None:
