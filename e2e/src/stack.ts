@@ -98,6 +98,8 @@ export interface StackOptions {
   privateRedis?: boolean;
   /** How the stack's receiver answers (default 204). */
   reply?: (req: ReceivedRequest, n: number) => Reply;
+  /** Run each app's build output (`dist/main.js`, as the images do) instead of its source (default false). */
+  dist?: boolean;
 }
 
 export interface Stack {
@@ -167,7 +169,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   );
   const processes: Record<AppName, AppProcess[]> = { api: [], "vote-ingest": [], "webhook-dispatcher": [] };
   const start = async (app: AppName, extra: Record<string, string> = {}) => {
-    const proc = await startApp(app, { ...env, ...options.appEnv?.[app], ...extra });
+    const proc = await startApp(app, { ...env, ...options.appEnv?.[app], ...extra }, { dist: options.dist });
     processes[app].push(proc);
     return proc;
   };

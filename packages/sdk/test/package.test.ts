@@ -1,25 +1,18 @@
 /**
  * The published package as an owner gets it: the build's dist/ packed by `pnpm pack`, the
  * ecosystem's packaging linters on the tarball (publint, @arethetypeswrong/cli), `npm publish
- * --dry-run` of it (public, MIT, the LICENSE inside, no warning; never a real publish), then an install of
- * the tarball alone into an empty directory outside the workspace (offline: the package has no
- * dependencies) and a real use of it from `import` and from `require`, each verifying a webhook
+ * --dry-run` of it (public, MIT, the LICENSE inside, no warning; never a real publish), then an
+ * install of the tarball alone into an empty directory outside the workspace (offline: the package
+ * has no dependencies; scripts/install-packed.mjs, which the runtime matrix uses too) and a real use of it from `import` and from `require`, each verifying a webhook
  * signed by the dispatcher's code, and from a strict TypeScript project.
  */
 import { execFile } from "node:child_process";
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { standardHeaders } from "@botdir/signing";
+import { installPackedSdk } from "../scripts/install-packed.mjs";
 
 const run = promisify(execFile);
 const pkgDir = path.resolve(import.meta.dirname, "..");
@@ -32,26 +25,7 @@ let app: string;
 
 beforeAll(async () => {
   work = mkdtempSync(path.join(tmpdir(), "botdir-sdk-pack-"));
-  // dist/ is turbo's `build` task, which `test` depends on (building here would rewrite dist/ while
-  // other suites that import the SDK run).
-  if (!existsSync(path.join(pkgDir, "dist", "index.cjs"))) {
-    throw new Error(
-      "packages/sdk/dist is missing: run `pnpm --filter @botdir/sdk build` (turbo's test does)",
-    );
-  }
-  await run("pnpm", ["pack", "--pack-destination", work], { cwd: pkgDir, env });
-  const file = readdirSync(work).find((f) => f.endsWith(".tgz"));
-  if (!file) throw new Error(`pnpm pack left no tarball in ${work}`);
-  tarball = path.join(work, file);
-  // An owner's project: the tarball installed alone into an empty directory outside the workspace.
-  app = path.join(work, "app");
-  mkdirSync(app);
-  writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "owner-bot", private: true }));
-  // An empty npm cache of its own: nothing can come from a registry or an earlier download.
-  await run("npm", ["install", tarball, "--offline", "--no-audit", "--no-fund", "--ignore-scripts"], {
-    cwd: app,
-    env: { ...env, npm_config_cache: path.join(work, "npm-cache") },
-  });
+  ({ tarball, app } = await installPackedSdk(work, env));
 }, 180_000);
 
 afterAll(() => {
