@@ -8,6 +8,7 @@
  * runtime's own server on a free loopback port):
  *   - verifyWebhook: a vote's real delivery from the dispatcher to /verify, verified, answered 204;
  *   - fetchWebhook: another bot's real delivery to the receiver at /fetch, handed to onVote;
+ *   - refusals: a tampered copy of a signed vote (401) and a chunked body over the cap (413);
  *   - BotDirClient: stats, commands, check, hasVoted, votes and the delivery log against the
  *     running API, then stats posts until the API's real 429 (the stats limit, 60 a minute).
  * One line per runtime; exit 1 when any runtime fails, with that runtime's output. For work on one
@@ -21,6 +22,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { freePort, randomUserId } from "@botdir/db/testing";
 import { waitFor } from "@botdir/service-kit/testing";
+import { standardHeaders } from "@botdir/signing";
 import { installPackedSdk } from "../../../packages/sdk/scripts/install-packed.mjs";
 import { REPO_ROOT } from "../processes.js";
 import { type Stack, startStack } from "../stack.js";
@@ -189,6 +191,65 @@ function expectHandled(
   }
 }
 
+/**
+ * What the receivers must refuse, sent straight to the runtime's server: a copy of a correctly
+ * signed vote with its user changed (verifyWebhook: 401, invalid_signature, not handed on) and a
+ * body over the 64 KiB cap sent chunked, with no Content-Length (fetchWebhook: 413).
+ */
+async function expectRefusals(
+  base: string,
+  botId: string,
+  secrets: { verify: string; fetch: string },
+): Promise<void> {
+  const id = `refusal-${randomBytes(6).toString("hex")}`;
+  const body = JSON.stringify({
+    event: "vote.create",
+    bot_id: botId,
+    user_id: randomUserId(),
+    voted_at: new Date().toISOString(),
+  });
+  const headers = {
+    "content-type": "application/json",
+    ...standardHeaders([secrets.verify], id, new Date(), body),
+  };
+  const tampered = body.replace(/"user_id":"\d/, '"user_id":"9');
+  const refused = await fetch(`${base}/verify`, {
+    method: "POST",
+    headers,
+    body: tampered,
+    signal: AbortSignal.timeout(10_000),
+  });
+  const reason = ((await refused.json().catch(() => ({}))) as { reason?: string }).reason;
+  if (refused.status !== 401 || reason !== "invalid_signature") {
+    throw new Error(`verify: a tampered copy got ${refused.status} ${reason}, not 401 invalid_signature`);
+  }
+  if ((await getJson<Handled[]>(`${base}/log`)).some((h) => h.deliveryId === id)) {
+    throw new Error("verify: a tampered copy was handed on");
+  }
+  const chunk = new Uint8Array(1024).fill(0x20);
+  let sent = 0;
+  const stream = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (sent === 70) return controller.close();
+      sent += 1;
+      controller.enqueue(chunk);
+    },
+  });
+  const large = await fetch(`${base}/fetch`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      ...standardHeaders([secrets.fetch], id, new Date(), "{}"),
+    },
+    body: stream,
+    duplex: "half",
+    signal: AbortSignal.timeout(10_000),
+  } as RequestInit);
+  await large.arrayBuffer();
+  if (large.status !== 413)
+    throw new Error(`fetch receiver: a chunked 70 KiB body got ${large.status}, not 413`);
+}
+
 /** Every client call answered as the API does; returns the requests made until the 429. */
 function expectClient(report: ClientReport, voter: string, deliveryId: string): number {
   const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
@@ -273,9 +334,9 @@ async function checkRuntime(runtime: RuntimeName, bin: string, app: string, stac
       50,
     ).catch(async () => getJson<Handled[]>(`${base}/log`));
     expectHandled(handled, "verify", toVerify.id, verifyBot.id, voter);
-    steps.push("verify ok");
     expectHandled(handled, "fetch", toFetch.id, fetchBot.id, fetchVoter);
-    steps.push("fetch receiver ok");
+    await expectRefusals(base, verifyBot.id, { verify: verifyBot.secret, fetch: fetchBot.secret });
+    steps.push("verify ok", "fetch receiver ok", "refusals ok (tampered 401, chunked 70 KiB 413)");
     const report = await getJson<ClientReport>(
       `${base}/client`,
       {
