@@ -89,10 +89,11 @@ describe("docker/compose.yml", () => {
     services: Record<string, AnyObject>;
   };
 
-  it("has the whole stack: PostgreSQL, Redis, a one-shot migration and the three apps", () => {
+  it("has the whole stack: PostgreSQL, Redis, a one-shot migration and the three apps (and Prometheus behind a profile)", () => {
     expect(Object.keys(compose.services).sort()).toEqual(
-      ["api", "migrate", "postgres", "redis", "vote-ingest", "webhook-dispatcher"].sort(),
+      ["api", "migrate", "postgres", "redis", "vote-ingest", "webhook-dispatcher", "prometheus"].sort(),
     );
+    expect(compose.services.prometheus?.profiles).toEqual(["monitoring"]);
     expect(compose.services.migrate?.restart).toBe("no");
   });
 
