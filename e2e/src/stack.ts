@@ -98,7 +98,7 @@ export interface StackOptions {
   privateRedis?: boolean;
   /** How the stack's receiver answers (default 204). */
   reply?: (req: ReceivedRequest, n: number) => Reply;
-  /** Start the apps from their build output (`dist/main.js`, as the images do) instead of the source. */
+  /** Run each app's build output (`dist/main.js`, as the images do) instead of its source (default false). */
   dist?: boolean;
 }
 

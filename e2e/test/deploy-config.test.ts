@@ -89,10 +89,11 @@ describe("docker/compose.yml", () => {
     services: Record<string, AnyObject>;
   };
 
-  it("has the whole stack: PostgreSQL, Redis, a one-shot migration and the three apps", () => {
+  it("has the whole stack: PostgreSQL, Redis, a one-shot migration and the three apps (and Prometheus behind a profile)", () => {
     expect(Object.keys(compose.services).sort()).toEqual(
-      ["api", "migrate", "postgres", "redis", "vote-ingest", "webhook-dispatcher"].sort(),
+      ["api", "migrate", "postgres", "redis", "vote-ingest", "webhook-dispatcher", "prometheus"].sort(),
     );
+    expect(compose.services.prometheus?.profiles).toEqual(["monitoring"]);
     expect(compose.services.migrate?.restart).toBe("no");
   });
 
@@ -431,7 +432,13 @@ describe("infra (kustomize)", () => {
 
 describe("infra/grafana/botdir-dashboard.json", () => {
   const dashboard = JSON.parse(read("infra/grafana/botdir-dashboard.json")) as {
-    panels: { type: string; targets?: { expr: string }[] }[];
+    panels: {
+      type: string;
+      title: string;
+      targets?: { expr: string }[];
+      fieldConfig?: { defaults: { links?: { title: string; url: string }[] } };
+    }[];
+    templating: { list: { name: string; type: string; query: unknown }[] };
   };
   const exprs = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
 
@@ -447,6 +454,8 @@ describe("infra/grafana/botdir-dashboard.json", () => {
       createDispatcherMetrics({ queue: { getJobCounts: async () => ({}) } }).registry,
     ];
     const defined = new Set(registries.flatMap((r) => r.getMetricsAsArray().map((m) => m.name)));
+    // serve() adds botdir_ready to every app's registry (packages/service-kit/src/serve.ts).
+    defined.add("botdir_ready");
     const used = new Set(
       exprs.flatMap((e) => [...e.matchAll(/\b(botdir_\w+|process_\w+|nodejs_\w+)/g)].map((m) => m[1]!)),
     );
@@ -475,6 +484,45 @@ describe("infra/grafana/botdir-dashboard.json", () => {
     ]) {
       expect(all).toContain(needle);
     }
+  });
+
+  it("links every latency histogram panel to its traces: Explore on the Tempo data-source variable, by service and route, in the panel's time range", () => {
+    /** A Grafana variable reference, `${name}`, as the dashboard writes it. */
+    const v = (name: string) => `\${${name}}`;
+    const traces = dashboard.templating.list.find((x) => x.name === "traces");
+    expect(traces).toMatchObject({ type: "datasource", query: "tempo" });
+    const latencyPanels = dashboard.panels.filter((p) =>
+      (p.targets ?? []).some((t) => /_(duration|latency)_seconds_bucket/.test(t.expr)),
+    );
+    expect(latencyPanels.length).toBeGreaterThanOrEqual(3);
+    for (const panel of latencyPanels) {
+      const links = panel.fieldConfig?.defaults.links ?? [];
+      expect({ panel: panel.title, links: links.length }).toEqual({ panel: panel.title, links: 1 });
+      const url = decodeURIComponent(links[0]!.url);
+      expect(url).toMatch(/^\/explore\?/);
+      const pane = JSON.parse(/panes=(.*)$/.exec(url)![1]!) as {
+        a: { datasource: string; queries: { queryType: string; query: string }[]; range: unknown };
+      };
+      expect(pane.a.datasource).toBe(v("traces"));
+      expect(pane.a.queries[0]?.queryType).toBe("traceql");
+      // The services are named botdir-<app> (OTEL_SERVICE_NAME's defaults).
+      expect(pane.a.queries[0]?.query).toMatch(/^\{resource\.service\.name="botdir-/);
+      expect(pane.a.range).toEqual({ from: v("__from"), to: v("__to") });
+    }
+    const byRoute = latencyPanels.find((p) => p.targets?.some((t) => t.expr.includes("by (le, app, route)")));
+    const query = /panes=(.*)$/.exec(
+      decodeURIComponent(byRoute?.fieldConfig?.defaults.links?.[0]?.url ?? ""),
+    );
+    expect(
+      (JSON.parse(query?.[1] ?? "{}") as { a: { queries: { query: string }[] } }).a.queries[0]?.query,
+    ).toBe(
+      `{resource.service.name="botdir-${v("__field.labels.app:percentencode")}" && span.http.route="${v("__field.labels.route:percentencode")}"}`,
+    );
+  });
+
+  it("shows the ready replicas of each app, which the readiness alerts watch", () => {
+    const panel = dashboard.panels.find((p) => p.title === "Ready replicas by app");
+    expect(panel?.targets?.map((t) => t.expr)).toEqual(['sum by (app) (botdir_ready{app=~"$app"})']);
   });
 });
 

@@ -33,6 +33,7 @@ const service = await serve({
   port: env.API_PORT,
   timeouts: connections.httpTimeouts,
   readiness: { postgres: () => db.pool.query("SELECT 1") },
+  metrics: metrics.registry,
   extra: [{ name: "metrics", app: createMetricsApp(metrics.registry, logger), port: env.METRICS_PORT }],
 });
 logger.info({ port: env.API_PORT, metricsPort: env.METRICS_PORT }, "api listening");

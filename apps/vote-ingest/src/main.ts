@@ -31,6 +31,7 @@ const relay = createOutboxRelay({
   staleMs: env.OUTBOX_STALE_MS,
 });
 
+const metrics = createIngestMetrics({ outbox: relay }, { processMetrics: true });
 // /readyz needs PostgreSQL only: a vote is recorded without Redis (the relay hands it off later).
 const service = await serve({
   logger,
@@ -49,11 +50,12 @@ const service = await serve({
       ...(env.WEBHOOK_DNS_SERVERS ? { servers: env.WEBHOOK_DNS_SERVERS } : {}),
     }),
     webhookDnsTimeoutMs: env.WEBHOOK_DNS_TIMEOUT_MS,
-    metrics: createIngestMetrics({ outbox: relay }, { processMetrics: true }),
+    metrics,
   }),
   port: env.INGEST_PORT,
   timeouts: connections.httpTimeouts,
   readiness: { postgres: () => db.pool.query("SELECT 1") },
+  metrics: metrics.registry,
 });
 logger.info({ port: env.INGEST_PORT }, "vote-ingest listening");
 relay.start();

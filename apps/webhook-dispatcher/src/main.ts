@@ -81,6 +81,7 @@ const service = await serve({
   port: env.DISPATCHER_PORT,
   timeouts: connections.httpTimeouts,
   readiness: { postgres: () => db.pool.query("SELECT 1"), redis: () => metricsRedis.ping() },
+  metrics: metrics.registry,
 });
 logger.info(
   { port: env.DISPATCHER_PORT, concurrency: env.DISPATCHER_CONCURRENCY, prefix: env.QUEUE_PREFIX },

@@ -132,8 +132,11 @@ export function createDispatcherMetrics(options: DispatcherMetricsOptions = {}):
     "atCap",
   );
 
-  // Start the first attempt's delivered series at zero, so rate() and ratios work from the start.
+  // Start the first attempt's delivered series at zero, so rate() and ratios work from the start;
+  // and the unreadable-secret series, so that the first one after a start is an increase() for
+  // BotdirWebhookSecretsUnreadable (a series born at 1 shows Prometheus no increase).
   attempts.inc({ outcome: "delivered", error_kind: "none", attempt: "1" }, 0);
+  attempts.inc({ outcome: "failed", error_kind: "secret_unreadable", attempt: "1" }, 0);
 
   if (options.queue) {
     const { queue } = options;

@@ -89,4 +89,15 @@ describe("webhook-dispatcher GET /metrics", () => {
       sampleValue(samples, "botdir_webhook_attempts_total", { outcome: "delivered", attempt: "1" }),
     ).toBe(0);
   });
+
+  it("when nothing was attempted yet, then the unreadable-secret series is there at 0, so the first such failure is an increase", async () => {
+    const { samples } = await scrape(createDispatcherMetrics());
+    expect(
+      sampleValue(samples, "botdir_webhook_attempts_total", {
+        outcome: "failed",
+        error_kind: "secret_unreadable",
+        attempt: "1",
+      }),
+    ).toBe(0);
+  });
 });

@@ -1,24 +1,18 @@
 /**
  * The published package as an owner gets it: the build's dist/ packed by `pnpm pack`, the
- * ecosystem's packaging linters on the tarball (publint, @arethetypeswrong/cli), then an install of
- * the tarball alone into an empty directory outside the workspace (offline: the package has no
- * dependencies) and a real use of it from `import` and from `require`, each verifying a webhook
+ * ecosystem's packaging linters on the tarball (publint, @arethetypeswrong/cli), `npm publish
+ * --dry-run` of it (public, MIT, the LICENSE inside, no warning; never a real publish), then an
+ * install of the tarball alone into an empty directory outside the workspace (offline: the package
+ * has no dependencies; scripts/install-packed.mjs, which the runtime matrix uses too) and a real use of it from `import` and from `require`, each verifying a webhook
  * signed by the dispatcher's code, and from a strict TypeScript project.
  */
 import { execFile } from "node:child_process";
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { standardHeaders } from "@botdir/signing";
+import { installPackedSdk } from "../scripts/install-packed.mjs";
 
 const run = promisify(execFile);
 const pkgDir = path.resolve(import.meta.dirname, "..");
@@ -31,26 +25,7 @@ let app: string;
 
 beforeAll(async () => {
   work = mkdtempSync(path.join(tmpdir(), "botdir-sdk-pack-"));
-  // dist/ is turbo's `build` task, which `test` depends on (building here would rewrite dist/ while
-  // other suites that import the SDK run).
-  if (!existsSync(path.join(pkgDir, "dist", "index.cjs"))) {
-    throw new Error(
-      "packages/sdk/dist is missing: run `pnpm --filter @botdir/sdk build` (turbo's test does)",
-    );
-  }
-  await run("pnpm", ["pack", "--pack-destination", work], { cwd: pkgDir, env });
-  const file = readdirSync(work).find((f) => f.endsWith(".tgz"));
-  if (!file) throw new Error(`pnpm pack left no tarball in ${work}`);
-  tarball = path.join(work, file);
-  // An owner's project: the tarball installed alone into an empty directory outside the workspace.
-  app = path.join(work, "app");
-  mkdirSync(app);
-  writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "owner-bot", private: true }));
-  // An empty npm cache of its own: nothing can come from a registry or an earlier download.
-  await run("npm", ["install", tarball, "--offline", "--no-audit", "--no-fund", "--ignore-scripts"], {
-    cwd: app,
-    env: { ...env, npm_config_cache: path.join(work, "npm-cache") },
-  });
+  ({ tarball, app } = await installPackedSdk(work, env));
 }, 180_000);
 
 afterAll(() => {
@@ -68,6 +43,40 @@ describe("the packed @botdir/sdk", () => {
     const { stdout } = await run(bin("attw"), [tarball, "--format", "json"], { cwd: work, env });
     const report = JSON.parse(stdout) as { analysis: { problems: unknown[] } };
     expect(report.analysis.problems).toEqual([]);
+  }, 60_000);
+
+  it("when npm publish --dry-run takes the tarball, then it would publish it publicly, MIT-licensed, without a warning", async () => {
+    // Never a real publish: --dry-run, --offline, and a placeholder token in a config file of the
+    // test's own, so that npm's "requires you to be logged in" warning does not hide the others
+    // (a field npm corrects, an unknown config, a missing license).
+    const npmrc = path.join(work, "publish.npmrc");
+    // pnpm's own settings reach this process as npm_config_* variables, which npm would warn about.
+    const ownerEnv = Object.fromEntries(Object.entries(env).filter(([k]) => !/^npm_config_/i.test(k)));
+    writeFileSync(npmrc, "//registry.npmjs.org/:_authToken=placeholder-never-sent\n");
+    const { stdout, stderr } = await run(
+      "npm",
+      ["publish", tarball, "--dry-run", "--offline", "--userconfig", npmrc, "--no-update-notifier"],
+      { cwd: work, env: { ...ownerEnv, npm_config_cache: path.join(work, "npm-cache") } },
+    );
+    const output = `${stdout}\n${stderr}`;
+    expect(output.split("\n").filter((line) => /\b(warn|ERR!)\b/i.test(line))).toEqual([]);
+    expect(output).toContain("with tag latest and public access (dry-run)");
+    expect(output).toMatch(/^\+ @botdir\/sdk@\d+\.\d+\.\d+$/m);
+    expect(output).toMatch(/npm notice [\d.]+k?B LICENSE/);
+
+    const manifest = JSON.parse(
+      readFileSync(path.join(app, "node_modules/@botdir/sdk/package.json"), "utf8"),
+    );
+    expect(manifest).toMatchObject({
+      license: "MIT",
+      repository: { type: "git", url: expect.stringMatching(/^git\+https:\/\/.+\.git$/) },
+      homepage: expect.stringMatching(/^https:\/\//),
+      bugs: { url: expect.stringMatching(/^https:\/\//) },
+      publishConfig: { access: "public" },
+    });
+    expect(readFileSync(path.join(app, "node_modules/@botdir/sdk/LICENSE"), "utf8")).toBe(
+      readFileSync(path.join(pkgDir, "../../LICENSE"), "utf8"),
+    );
   }, 60_000);
 
   it("when the tarball is installed into an empty directory offline, then it has no dependencies and works from import and require", async () => {

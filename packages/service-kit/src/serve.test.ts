@@ -3,6 +3,7 @@ import net from "node:net";
 import { z } from "zod";
 import { checkHttpTimeouts, EnvFields, httpTimeoutsOf, parseEnv } from "./env.js";
 import { closeServer } from "./http.js";
+import { createMetricsRegistry } from "./metrics.js";
 import { createHttpServer, DEFAULT_HTTP_TIMEOUTS, type Service, serve } from "./serve.js";
 import { silentLogger } from "./testing.js";
 
@@ -10,6 +11,7 @@ let service: Service;
 let base: string;
 let postgresUp = true;
 let checks = 0;
+const registry = createMetricsRegistry("test");
 
 beforeAll(async () => {
   service = await serve({
@@ -28,6 +30,7 @@ beforeAll(async () => {
       },
     },
     readinessCacheMs: 0,
+    metrics: registry,
   });
   base = `http://127.0.0.1:${(service.server.address() as net.AddressInfo).port}`;
 });
@@ -71,6 +74,20 @@ describe("serve(): probes in front of the app", () => {
     expect(await post.json()).toEqual({ error: "Method not allowed." });
     expect(await (await fetch(`${base}/readyzz`)).text()).toBe("app");
     expect(await (await fetch(`${base}/api/health`)).text()).toBe("app");
+  });
+
+  it("when readiness changes, then botdir_ready follows it at scrape time: 1 while /readyz is 200, 0 while a check fails", async () => {
+    const ready = async () => (await registry.getSingleMetric("botdir_ready")?.get())?.values;
+    expect(await ready()).toEqual([{ labels: {}, value: 1 }]);
+    postgresUp = false;
+    try {
+      expect(await ready()).toEqual([{ labels: {}, value: 0 }]);
+      expect((await fetch(`${base}/readyz`)).status).toBe(503);
+    } finally {
+      postgresUp = true;
+    }
+    expect(await ready()).toEqual([{ labels: {}, value: 1 }]);
+    expect(await registry.metrics()).toContain('botdir_ready{app="test"} 1');
   });
 
   it("sets the listener's timeouts explicitly", () => {

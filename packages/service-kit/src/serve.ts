@@ -23,6 +23,7 @@ import {
   type ShutdownStep,
   trackConnections,
 } from "./http.js";
+import { Gauge, type Registry } from "./metrics.js";
 
 /** Timeouts every listener sets explicitly (docs/operations.md, "Server timeouts"). */
 export interface HttpTimeouts {
@@ -81,6 +82,12 @@ export interface ServeOptions {
   readinessCacheMs?: number;
   /** More listeners started with the main one and closed with it (the API's metrics port). */
   extra?: { name: string; app: RequestListener; port: number; host?: string }[];
+  /**
+   * The app's metrics registry: `botdir_ready` is added to it, 1 when `/readyz` would answer 200
+   * (read at scrape time through the same cached checks), 0 while starting, draining or a readiness
+   * check fails. `up` only says that the scrape answered; alerts need readiness itself.
+   */
+  metrics?: Registry;
 }
 
 export interface Service {
@@ -145,6 +152,18 @@ export async function serve(options: ServeOptions): Promise<Service> {
     const report = await readiness();
     answer(res, report.ok ? 200 : 503, report.body);
   };
+
+  if (options.metrics) {
+    new Gauge({
+      name: "botdir_ready",
+      help: "1 when the process would answer /readyz with 200 (not starting or draining, its readiness checks pass), 0 otherwise.",
+      registers: [options.metrics],
+      async collect() {
+        const report = state === "ready" ? await readiness().catch(() => undefined) : undefined;
+        this.set(report?.ok ? 1 : 0);
+      },
+    });
+  }
 
   const wrap = (app: RequestListener, withProbes: boolean): RequestListener => {
     return (req, res) => {
