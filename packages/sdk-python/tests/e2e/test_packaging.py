@@ -47,6 +47,8 @@ def test_the_wheel_and_the_sdist_carry_the_package_its_types_and_its_license(bui
         members = {m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name}
     assert {"pyproject.toml", "README.md", "LICENSE", "src/botdir/py.typed", "src/botdir/webhook.py"} <= members
     assert not any(m.startswith("tests/") for m in members)
+    # The project's MIT license, as at the repository's root.
+    assert (PACKAGE_ROOT / "LICENSE").read_text("utf-8") == (REPO_ROOT / "LICENSE").read_text("utf-8")
 
 
 @pytest.mark.parametrize("artefact", ["wheel", "sdist"])
