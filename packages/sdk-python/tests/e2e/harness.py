@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import queue
 import random
 import shutil
@@ -165,6 +166,8 @@ class Stack:
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
+        self._log.close()
+        os.unlink(self._log.name)
 
 
 class ThreadedServer:
