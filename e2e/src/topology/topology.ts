@@ -10,13 +10,13 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { createDb } from "@botdir/db";
+import { withDatabase } from "@botdir/db/testing";
 import {
   type PrivatePgBouncer,
   startPgBouncer,
   startRedisCluster,
   startRedisServer,
-  withDatabase,
-} from "@botdir/db/testing";
+} from "@botdir/test-stores";
 import { type AppName, type AppProcess, freshKeys, REPO_ROOT, startApp } from "../processes.js";
 import { type Receiver, startReceiver } from "../receivers.js";
 import { appEnv } from "../stack.js";
@@ -37,32 +37,13 @@ export interface RedisTopology {
   stop(): Promise<void>;
 }
 
-async function cli(port: number, ...args: string[]): Promise<string> {
-  return (await run("redis-cli", ["-h", "127.0.0.1", "-p", String(port), ...args], { timeout: 10_000 }))
-    .stdout;
-}
-
 async function clusterTopology(): Promise<RedisTopology> {
   const cluster = await startRedisCluster({ masters: 3 });
   const indexOf = (port: number) => cluster.ports.indexOf(port);
   return {
     ports: cluster.ports,
     env: { REDIS_CLUSTER_NODES: cluster.nodes },
-    async masterOf(key) {
-      const first = cluster.ports[0] as number;
-      const slot = Number((await cli(first, "cluster", "keyslot", key)).trim());
-      for (const line of (await cli(first, "cluster", "nodes")).split("\n")) {
-        // <id> <ip:port@cport> <flags> <master> <ping> <pong> <epoch> <link> <slot ranges…>
-        const fields = line.trim().split(" ");
-        if (!fields[2]?.includes("master")) continue;
-        for (const range of fields.slice(8)) {
-          const [from, to = from] = range.split("-").map(Number);
-          if (from !== undefined && to !== undefined && slot >= from && slot <= to)
-            return Number(/:(\d+)@/.exec(fields[1] ?? "")?.[1]);
-        }
-      }
-      throw new Error(`no master serves slot ${slot} of ${key}`);
-    },
+    masterOf: (key) => cluster.masterOf(key),
     kill: (port) => cluster.kill(indexOf(port)),
     async restart(port) {
       await cluster.restart(indexOf(port));

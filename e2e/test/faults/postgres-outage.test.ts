@@ -4,7 +4,8 @@
  * PostgreSQL, and the apps recover by themselves.
  */
 import { createDb, type Db, migrate } from "@botdir/db";
-import { type PrivateRedis, randomUserId, startRedisServer } from "@botdir/db/testing";
+import { randomUserId } from "@botdir/db/testing";
+import { type PrivateRedis, startRedisServer } from "@botdir/test-stores";
 import { type PrivatePostgres, startPrivatePostgres } from "../../src/postgres.js";
 import { type AppProcess, call, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
 import { type Receiver, startReceiver } from "../../src/receivers.js";
