@@ -18,7 +18,8 @@
  * repoint, an app process that exited, a check answered 5xx while Redis was slow, a request
  * that timed out.
  *
- * Options: `--no-build` (dist/ is current). The replicas listen on FAILOVER_PORT_BASE (17120) and
+ * Options: `--no-build` (dist/ is current); `--pgbouncer-defaults` (PgBouncer without the failover
+ * settings of docs/scaling.md, to see what they buy: the run fails on the outage). The replicas listen on FAILOVER_PORT_BASE (17120) and
  * up, PgBouncer on FAILOVER_PORT_BASE - 10; everything else on free ports.
  */
 import { spawnSync } from "node:child_process";
@@ -166,6 +167,7 @@ async function main(): Promise<number> {
         serverUrl: pair.primary.url(),
         poolerTargetUrl: `postgresql://postgres@127.0.0.1:${toPrimary.port}/postgres`,
         directThroughPooler: true,
+        poolerFailoverSettings: !args.has("--pgbouncer-defaults"),
         redis: { replicas: 1, proxied: true },
         portBase: Number(process.env.FAILOVER_PORT_BASE || 17120),
         log,

@@ -98,6 +98,8 @@ export interface TopologyOptions {
   directThroughPooler?: boolean;
   /** Replicas per Redis master, and fault proxies in front of the nodes (distributed only). */
   redis?: { replicas?: number; proxied?: boolean };
+  /** PgBouncer with docs/scaling.md's failover settings (default true; false: PgBouncer's defaults). */
+  poolerFailoverSettings?: boolean;
   /** Extra environment of every app (over the suite's). */
   env?: Record<string, string>;
   log(line: string): void;
@@ -178,6 +180,7 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
         port: options.portBase - 10,
         poolSize: 20,
         sessionDatabases: options.directThroughPooler ? { [`${databaseName}_session`]: databaseName } : {},
+        failoverSettings: options.poolerFailoverSettings ?? true,
       });
       pgbouncer = started;
       cleanups.push(() => started.stop());
