@@ -72,6 +72,8 @@ interface Window {
   to: number;
   statuses: Map<number, number>;
   serverErrors: number;
+  /** 5xx answers without Retry-After (the spec's 500 always carries it). */
+  withoutRetryAfter: number;
   /** Requests that never got an answer (no ready replica, reset, timeout). */
   unanswered: Map<string, number>;
   /** Checks answered 200 without RateLimit-Remaining: the limiter failed open. */
@@ -90,6 +92,7 @@ function newWindow(label: string, from: number): Window {
     to: Number.POSITIVE_INFINITY,
     statuses: new Map(),
     serverErrors: 0,
+    withoutRetryAfter: 0,
     unanswered: new Map(),
     failOpen: 0,
     checkMs: [],
@@ -105,7 +108,10 @@ function observeInto(window: Window, kind: RequestKind, outcome: Outcome, answer
     return;
   }
   window.statuses.set(outcome.status, (window.statuses.get(outcome.status) ?? 0) + 1);
-  if (outcome.status >= 500) window.serverErrors++;
+  if (outcome.status >= 500) {
+    window.serverErrors++;
+    if (typeof outcome.headers["retry-after"] !== "string") window.withoutRetryAfter++;
+  }
   if (kind === "checks") {
     window.checkMs.push(outcome.ms);
     if (outcome.status === 200 && typeof outcome.headers["ratelimit-remaining"] !== "string")
@@ -376,6 +382,8 @@ async function main(): Promise<number> {
             ", ",
           )}), 5xx ${w.serverErrors}, unanswered ${unanswered}, repoint → first 201 ${first201}, votes 201 ${inWindow.length}, lost ${lost}, duplicates ${duplicates}, fail-open ${w.failOpen}, checks p99 ${p99(w.checkMs).toFixed(0)} ms${w.notes.length ? `; ${w.notes.join("; ")}` : ""}`,
       );
+      if (w.withoutRetryAfter > 0)
+        problems.push(`${w.label}: ${w.withoutRetryAfter} 5xx answers without Retry-After`);
       const timeouts = w.unanswered.get("timeout") ?? 0;
       if (timeouts > 0) problems.push(`${w.label}: ${timeouts} requests timed out (10 s)`);
     }
