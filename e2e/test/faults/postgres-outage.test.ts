@@ -5,8 +5,12 @@
  */
 import { createDb, type Db, migrate } from "@botdir/db";
 import { randomUserId } from "@botdir/db/testing";
-import { type PrivateRedis, startRedisServer } from "@botdir/test-stores";
-import { type PrivatePostgres, startPrivatePostgres } from "../../src/postgres.js";
+import {
+  type PrivatePostgres,
+  type PrivateRedis,
+  startPrivatePostgres,
+  startRedisServer,
+} from "@botdir/test-stores";
 import { type AppProcess, call, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
 import { type Receiver, startReceiver } from "../../src/receivers.js";
 import { appEnv, castVote, deliveriesOf, seedWebhookBot } from "../../src/stack.js";

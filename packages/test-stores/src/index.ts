@@ -19,6 +19,7 @@ export {
   type PostgresServer,
   startPostgresPair,
 } from "./postgres.js";
+export { type PrivatePostgres, startPrivatePostgres } from "./private-postgres.js";
 export {
   type PrivateRedis,
   type PrivateRedisCluster,

@@ -8,7 +8,7 @@ import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { freePort } from "./processes.js";
+import { freePort } from "./ports.js";
 
 const run = promisify(execFile);
 
