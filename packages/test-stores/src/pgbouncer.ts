@@ -139,7 +139,6 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<Private
     const u = new URL(target.toString());
     u.host = `127.0.0.1:${port}`;
     u.pathname = `/${database}`;
-    u.search = "";
     return u.toString();
   };
   async function admin(sql: string): Promise<Record<string, unknown>[]> {
