@@ -16,7 +16,8 @@ const root = path.resolve(process.argv[2] ?? path.join(import.meta.dirname, ".."
 
 /** Layers: a package may import packages of a lower layer only. */
 const LAYERS = [
-  ["@botdir/schema", "@botdir/signing", "@botdir/batcher"], // the contract and leaf libraries
+  // The contract and leaf libraries; test-stores (private stores for the suites) is a leaf too.
+  ["@botdir/schema", "@botdir/signing", "@botdir/batcher", "@botdir/test-stores"],
   // The SDK imports the contract for its types only (its build writes them out; it is published
   // with no dependencies), so it sits above the contract, below the apps that use it in examples.
   ["@botdir/db", "@botdir/service-kit", "@botdir/webhook-targets", "@botdir/sdk"], // kits

@@ -4,7 +4,7 @@ import { connect } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-export { freePort, startRedisServer } from "@botdir/db/testing";
+export { freePort, startRedisServer } from "@botdir/test-stores";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 

@@ -7,8 +7,8 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { freePort } from "@botdir/db/testing";
 import { waitFor } from "@botdir/service-kit/testing";
+import { freePort } from "@botdir/test-stores";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { REPO_ROOT } from "./processes.js";
 

@@ -6,7 +6,8 @@
  * a private single server.
  */
 import { spawn } from "node:child_process";
-import { baseDatabaseUrl, startPgBouncer, startRedisCluster, TEST_ENV } from "@botdir/db/testing";
+import { baseDatabaseUrl, TEST_ENV } from "@botdir/db/testing";
+import { startPgBouncer, startRedisCluster } from "@botdir/test-stores";
 
 function say(line: string): void {
   process.stdout.write(`[distributed] ${line}\n`);

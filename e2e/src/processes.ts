@@ -8,8 +8,8 @@ import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePort } from "@botdir/db/testing";
 import { waitFor } from "@botdir/service-kit/testing";
+import { freePort } from "@botdir/test-stores";
 
 export const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 

@@ -6,10 +6,8 @@ import { createSecretBox, type Db } from "@botdir/db";
 import {
   createTestDatabase,
   directUrlOf,
-  type PrivateRedis,
   randomUserId,
   seedBot,
-  startRedisServer,
   type TestDatabase,
   testRedisClusterNodes,
   testRedisPrefix,
@@ -18,6 +16,7 @@ import {
 } from "@botdir/db/testing";
 import { createRedis, type RedisClient, type RedisRole, redisTargetOf } from "@botdir/service-kit";
 import { redisReady, waitFor } from "@botdir/service-kit/testing";
+import { type PrivateRedis, startRedisServer } from "@botdir/test-stores";
 import { type AppName, type AppProcess, call, freshKeys, startApp, stopAll } from "./processes.js";
 import { type ReceivedRequest, type Receiver, type Reply, startReceiver } from "./receivers.js";
 

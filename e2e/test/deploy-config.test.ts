@@ -375,7 +375,7 @@ describe("infra (kustomize)", () => {
     expect(spec.scaleTargetRef.name).toBe("webhook-dispatcher");
   });
 
-  it("the PgBouncer component pools by transaction, ignores the startup parameters the apps send, and is the block docs/scaling.md shows", () => {
+  it("the PgBouncer component pools by transaction, ignores the startup parameters the apps send, has the failover settings and session entry, and is the block docs/scaling.md shows", async () => {
     const ini = read("infra/components/pgbouncer/pgbouncer.ini");
     const settings = Object.fromEntries(
       ini
@@ -389,6 +389,11 @@ describe("infra (kustomize)", () => {
       ["extra_float_digits", "options", "statement_timeout"].sort(),
     );
     expect(read("docs/scaling.md")).toContain(ini.trim());
+    // Failover in seconds (docs/scaling.md Failover): the settings pnpm test:failover runs with,
+    // and the session-mode entry DATABASE_DIRECT_URL names, repointed by the same RELOAD.
+    const { PGBOUNCER_FAILOVER_SETTINGS } = await import("@botdir/test-stores");
+    for (const [key, value] of Object.entries(PGBOUNCER_FAILOVER_SETTINGS)) expect(settings[key]).toBe(value);
+    expect(settings.botdir_session).toMatch(/dbname=botdir pool_mode=session/);
     const component = parseYaml(read("infra/components/pgbouncer/kustomization.yaml")) as {
       configMapGenerator: { name: string; files: string[] }[];
     };

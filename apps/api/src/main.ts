@@ -4,7 +4,7 @@ import { pino } from "pino";
 import { createApp } from "./app.js";
 import { loadEnv } from "./env.js";
 import { createApiMetrics, createMetricsApp } from "./metrics.js";
-import { createTokenSet } from "./services/token-set.js";
+import { createTokenSet, TOKEN_LISTEN_APPLICATION_NAME } from "./services/token-set.js";
 
 const env = loadEnv();
 const logger = pino(loggerOptions("api", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
@@ -19,7 +19,10 @@ const redis = createRedis(connections.redis, "fail-fast");
 // their own, after a barrier shared by the process's misses (until then, and whenever it is not
 // fresh, PostgreSQL decides).
 const tokens = createTokenSet({
-  connect: () => db.connectDedicated(env.DATABASE_LISTEN_URL ?? env.DATABASE_DIRECT_URL),
+  connect: () =>
+    db.connectDedicated(env.DATABASE_LISTEN_URL ?? env.DATABASE_DIRECT_URL, {
+      applicationName: TOKEN_LISTEN_APPLICATION_NAME,
+    }),
   logger,
 });
 tokens.start();

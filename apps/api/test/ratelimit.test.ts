@@ -1,8 +1,9 @@
 import type { RequestListener } from "node:http";
 import { createServer, type Server, type Socket } from "node:net";
 import { hashToken } from "@botdir/db";
-import { randomBotId, seedBot, startRedisServer } from "@botdir/db/testing";
+import { randomBotId, seedBot } from "@botdir/db/testing";
 import { redisReady } from "@botdir/service-kit/testing";
+import { startRedisServer } from "@botdir/test-stores";
 import { Redis } from "ioredis";
 import request from "supertest";
 import { checkVote, cmd, deadRedis, expectAnswer, failFastRedis, USER, useHarness } from "./support.js";

@@ -4,9 +4,10 @@
  * (CROSSSLOT); both are split per slot.
  */
 import { hashToken } from "@botdir/db";
-import { seedBot, startRedisCluster, useForFile } from "@botdir/db/testing";
+import { seedBot, useForFile } from "@botdir/db/testing";
 import { createRedis, groupBySlot, redisTargetOf } from "@botdir/service-kit";
 import { redisReady } from "@botdir/service-kit/testing";
+import { startRedisCluster } from "@botdir/test-stores";
 import { createCaches } from "../src/services/cache.js";
 import { CapturingLogger, checkVote, useHarness } from "./support.js";
 

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { randomUserId, seedBot, startRedisServer, useForFile } from "@botdir/db/testing";
+import { randomUserId, seedBot, useForFile } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
 import { capturingLogger, redisReady, silentLogger } from "@botdir/service-kit/testing";
+import { startRedisServer } from "@botdir/test-stores";
 import request from "supertest";
 import type { DeliveryQueue } from "../src/outbox/queue.js";
 import { createOutboxRelay } from "../src/outbox/relay.js";

@@ -19,6 +19,17 @@ import type { Db } from "@botdir/db";
 import type { Clock, Logger } from "@botdir/service-kit";
 import { Counter, describeError, type Registry } from "@botdir/service-kit";
 
+/** application_name of a run's session (pg_stat_activity shows which server it is on). */
+export const RETENTION_APPLICATION_NAME = "botdir-retention";
+/**
+ * After a run that failed (PostgreSQL unreachable, a failover in progress), the next one comes
+ * after this, doubled for each failure in a row up to RETENTION_RETRY_MAX_MS (never later than the
+ * interval): a run is a new session, so it follows a repointed DATABASE_DIRECT_URL within seconds
+ * instead of an interval later.
+ */
+export const RETENTION_RETRY_MS = 1_000;
+export const RETENTION_RETRY_MAX_MS = 60_000;
+
 /** pg_try_advisory_lock key of the retention run (one replica at a time). */
 export const RETENTION_LOCK_ID = 72_707_370;
 /**
@@ -154,7 +165,7 @@ export async function runRetention(
   const cutoff = new Date(deps.clock.now().getTime() - options.retentionDays * 24 * 60 * 60 * 1000);
   // A session of its own, straight to PostgreSQL (DATABASE_DIRECT_URL): the advisory lock is held
   // across many transactions, which a transaction-pooling PgBouncer would hand to other clients.
-  const client = await deps.db.connectDedicated();
+  const client = await deps.db.connectDedicated(undefined, { applicationName: RETENTION_APPLICATION_NAME });
   const result: RetentionResult = {
     ran: false,
     deliveries: 0,
@@ -250,23 +261,35 @@ export async function runRetention(
  */
 export function scheduleRetention(
   deps: { db: Db; clock: Clock; logger: Logger; metrics?: RetentionMetrics },
-  options: RetentionOptions & { intervalMs: number; firstDelayMs?: number },
+  options: RetentionOptions & { intervalMs: number; firstDelayMs?: number; retryMs?: number },
 ): { stop(): Promise<void> } {
   let stopped = false;
   let running: Promise<void> = Promise.resolve();
   let timer: NodeJS.Timeout | undefined;
+  let failures = 0;
   const tick = () => {
     running = (async () => {
+      let next = options.intervalMs;
       try {
         const result = await runRetention({ ...deps, shouldStop: () => stopped }, options);
         deps.logger.info(
           { event: result.ran ? "retention_run" : "retention_skipped", ...result },
           result.ran ? "delivery retention run" : "delivery retention: another replica holds the lock",
         );
+        failures = 0;
       } catch (error) {
-        deps.logger.error({ event: "retention_failed", err: describeError(error) }, "delivery retention");
+        next = Math.min(
+          options.intervalMs,
+          (options.retryMs ?? RETENTION_RETRY_MS) * 2 ** failures,
+          RETENTION_RETRY_MAX_MS,
+        );
+        failures++;
+        deps.logger.error(
+          { event: "retention_failed", err: describeError(error), retryInMs: next },
+          "delivery retention",
+        );
       }
-      if (!stopped) timer = setTimeout(tick, options.intervalMs).unref();
+      if (!stopped) timer = setTimeout(tick, next).unref();
     })();
   };
   timer = setTimeout(tick, options.firstDelayMs ?? options.intervalMs).unref();

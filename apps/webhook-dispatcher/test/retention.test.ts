@@ -199,3 +199,36 @@ describe("delivery retention", () => {
     expect(lines[0]).toMatchObject({ event: "retention_run", ran: true, deliveries: 0 });
   });
 });
+
+describe("delivery retention after a failed run", () => {
+  it("when PostgreSQL is unreachable for a run, then the next run comes after the retry delay, doubled per failure, not an interval later", async () => {
+    const { freePort } = await import("@botdir/test-stores");
+    // The first two runs reach for a server that is not there (a failover in progress).
+    const nowhere = `postgresql://postgres@127.0.0.1:${await freePort()}/botdir`;
+    let attempts = 0;
+    const db = {
+      ...t.db,
+      connectDedicated: (url?: string, options?: { applicationName?: string }) =>
+        ++attempts <= 2 ? t.db.connectDedicated(nowhere, options) : t.db.connectDedicated(url, options),
+    };
+    const failures: { retryInMs: number }[] = [];
+    const runs: object[] = [];
+    const logger = {
+      ...silentLogger,
+      error: (obj: { retryInMs: number }) => void failures.push(obj),
+      info: (obj: object) => void runs.push(obj),
+    };
+    const started = Date.now();
+    const scheduled = scheduleRetention(
+      { db, clock, logger },
+      { retentionDays: 30, batchSize: 100, intervalMs: 3_600_000, firstDelayMs: 0, retryMs: 50 },
+    );
+    const deadline = Date.now() + 20_000;
+    while (runs.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await scheduled.stop();
+    expect(failures.map((f) => f.retryInMs)).toEqual([50, 100]);
+    expect(runs).toHaveLength(1);
+    expect(runs[0]).toMatchObject({ event: "retention_run", ran: true });
+    expect(Date.now() - started).toBeLessThan(20_000);
+  });
+});

@@ -20,9 +20,10 @@ import { copyFileSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { freePort, randomUserId } from "@botdir/db/testing";
+import { randomUserId } from "@botdir/db/testing";
 import { waitFor } from "@botdir/service-kit/testing";
 import { standardHeaders } from "@botdir/signing";
+import { freePort } from "@botdir/test-stores";
 import { installPackedSdk } from "../../../packages/sdk/scripts/install-packed.mjs";
 import { REPO_ROOT } from "../processes.js";
 import { type Stack, startStack } from "../stack.js";

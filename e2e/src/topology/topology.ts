@@ -10,13 +10,14 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { createDb } from "@botdir/db";
+import { withDatabase } from "@botdir/db/testing";
 import {
+  type FaultProxy,
   type PrivatePgBouncer,
   startPgBouncer,
   startRedisCluster,
   startRedisServer,
-  withDatabase,
-} from "@botdir/db/testing";
+} from "@botdir/test-stores";
 import { type AppName, type AppProcess, freshKeys, REPO_ROOT, startApp } from "../processes.js";
 import { type Receiver, startReceiver } from "../receivers.js";
 import { appEnv } from "../stack.js";
@@ -34,35 +35,22 @@ export interface RedisTopology {
   kill(port: number): Promise<void>;
   /** Starts it again (empty; a master with its cluster config) and waits until it serves. */
   restart(port: number): Promise<void>;
+  /** Resolves once every slot is served again (a replica promoted, a master back). */
+  waitHealthy(timeoutMs?: number): Promise<void>;
+  /** The fault proxies in front of the nodes (a proxied cluster), else none. */
+  proxies: FaultProxy[];
   stop(): Promise<void>;
 }
 
-async function cli(port: number, ...args: string[]): Promise<string> {
-  return (await run("redis-cli", ["-h", "127.0.0.1", "-p", String(port), ...args], { timeout: 10_000 }))
-    .stdout;
-}
-
-async function clusterTopology(): Promise<RedisTopology> {
-  const cluster = await startRedisCluster({ masters: 3 });
+async function clusterTopology(options: { replicas?: number; proxied?: boolean }): Promise<RedisTopology> {
+  const cluster = await startRedisCluster({ masters: 3, ...options });
   const indexOf = (port: number) => cluster.ports.indexOf(port);
   return {
     ports: cluster.ports,
+    proxies: cluster.proxies,
+    waitHealthy: (timeoutMs) => cluster.waitHealthy(timeoutMs),
     env: { REDIS_CLUSTER_NODES: cluster.nodes },
-    async masterOf(key) {
-      const first = cluster.ports[0] as number;
-      const slot = Number((await cli(first, "cluster", "keyslot", key)).trim());
-      for (const line of (await cli(first, "cluster", "nodes")).split("\n")) {
-        // <id> <ip:port@cport> <flags> <master> <ping> <pong> <epoch> <link> <slot ranges…>
-        const fields = line.trim().split(" ");
-        if (!fields[2]?.includes("master")) continue;
-        for (const range of fields.slice(8)) {
-          const [from, to = from] = range.split("-").map(Number);
-          if (from !== undefined && to !== undefined && slot >= from && slot <= to)
-            return Number(/:(\d+)@/.exec(fields[1] ?? "")?.[1]);
-        }
-      }
-      throw new Error(`no master serves slot ${slot} of ${key}`);
-    },
+    masterOf: (key) => cluster.masterOf(key),
     kill: (port) => cluster.kill(indexOf(port)),
     async restart(port) {
       await cluster.restart(indexOf(port));
@@ -76,6 +64,8 @@ async function singleTopology(): Promise<RedisTopology> {
   const redis = await startRedisServer();
   return {
     ports: [redis.port],
+    proxies: [],
+    waitHealthy: async () => {},
     env: { REDIS_URL: redis.url },
     masterOf: async () => redis.port,
     kill: () => redis.kill(),
@@ -95,6 +85,23 @@ export interface TopologyOptions {
   distributed: boolean;
   /** postgresql:// URL of the PostgreSQL server (any database). */
   serverUrl: string;
+  /**
+   * What PgBouncer points at (any database), when not serverUrl: a fault proxy in front of it, so
+   * that the link can be slowed, stalled or the pooler repointed elsewhere.
+   */
+  poolerTargetUrl?: string;
+  /**
+   * DATABASE_DIRECT_URL through a session-mode entry of the same PgBouncer
+   * (`<database>_session`) instead of PostgreSQL itself: docs/scaling.md's failover setup, where
+   * one RELOAD repoints both.
+   */
+  directThroughPooler?: boolean;
+  /** Replicas per Redis master, and fault proxies in front of the nodes (distributed only). */
+  redis?: { replicas?: number; proxied?: boolean };
+  /** PgBouncer with docs/scaling.md's failover settings (default true; false: PgBouncer's defaults). */
+  poolerFailoverSettings?: boolean;
+  /** Extra environment of every app (over the suite's). */
+  env?: Record<string, string>;
   log(line: string): void;
 }
 
@@ -104,6 +111,8 @@ export interface Topology {
   receiver: Receiver;
   keys: ReturnType<typeof freshKeys>;
   databaseName: string;
+  /** The apps' DATABASE_URL (through PgBouncer when there is one). */
+  pooledUrl: string;
   /** Attempts PostgreSQL recorded for `deliveryIds`: per delivery, each attempt's error kind (null: success). */
   recordedAttempts(deliveryIds: string[]): Promise<Map<string, (string | null)[]>>;
   /** Starts one more replica of `app`, named e.g. `api-3`. */
@@ -146,7 +155,7 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
   };
 
   try {
-    const redis = options.distributed ? await clusterTopology() : await singleTopology();
+    const redis = options.distributed ? await clusterTopology(options.redis ?? {}) : await singleTopology();
     cleanups.push(() => redis.stop());
     log(options.distributed ? `redis cluster on ${redis.ports.join(", ")}` : `redis on ${redis.ports[0]}`);
 
@@ -167,15 +176,19 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
     if (options.distributed) {
       // Enough server connections for 7 replicas' pools to wait little, far fewer than their sum.
       const started = await startPgBouncer({
-        targetUrl: options.serverUrl,
+        targetUrl: options.poolerTargetUrl ?? options.serverUrl,
         port: options.portBase - 10,
         poolSize: 20,
+        sessionDatabases: options.directThroughPooler ? { [`${databaseName}_session`]: databaseName } : {},
+        failoverSettings: options.poolerFailoverSettings ?? true,
       });
       pgbouncer = started;
       cleanups.push(() => started.stop());
       log(`pgbouncer (transaction pooling) on ${started.port}`);
     }
     const pooledUrl = pgbouncer ? pgbouncer.url(databaseName) : directUrl;
+    const appDirectUrl =
+      pgbouncer && options.directThroughPooler ? pgbouncer.url(`${databaseName}_session`) : directUrl;
 
     const receiver = await startReceiver();
     cleanups.push(() => receiver.close());
@@ -187,7 +200,7 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
       { databaseUrl: pooledUrl, redisUrl: `redis://127.0.0.1:${redis.ports[0]}`, keys },
       {
         ...redis.env,
-        DATABASE_DIRECT_URL: directUrl,
+        DATABASE_DIRECT_URL: appDirectUrl,
         NODE_ENV: "production",
         LOG_LEVEL: "warn",
         // Longer than the fault tests' 1 s lock: a loaded 2-core machine must not take a busy
@@ -208,6 +221,7 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
         // The balancer polls /readyz every 200 ms; the drain leaves room for its own event loop
         // falling seconds behind on a busy machine (a load balancer's endpoint update lags too).
         SHUTDOWN_DRAIN_MS: "5000",
+        ...options.env,
       },
     );
 
@@ -217,9 +231,11 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
       receiver,
       keys,
       databaseName,
+      pooledUrl,
       replicas,
       async recordedAttempts(deliveryIds) {
-        const db = createDb({ url: directUrl, poolMax: 1, connectionTimeoutMs: 10_000 });
+        // Through the pooler when there is one: it follows a failover, the first primary may not.
+        const db = createDb({ url: pooledUrl, poolMax: 1, connectionTimeoutMs: 10_000 });
         try {
           const { rows } = await db.pool.query<{ id: string; kind: string | null }>(
             `SELECT delivery_id AS id, error_kind AS kind FROM webhook_attempts

@@ -4,8 +4,13 @@
  * PostgreSQL, and the apps recover by themselves.
  */
 import { createDb, type Db, migrate } from "@botdir/db";
-import { type PrivateRedis, randomUserId, startRedisServer } from "@botdir/db/testing";
-import { type PrivatePostgres, startPrivatePostgres } from "../../src/postgres.js";
+import { randomUserId } from "@botdir/db/testing";
+import {
+  type PrivatePostgres,
+  type PrivateRedis,
+  startPrivatePostgres,
+  startRedisServer,
+} from "@botdir/test-stores";
 import { type AppProcess, call, freshKeys, startApp, stopAll, waitFor } from "../../src/processes.js";
 import { type Receiver, startReceiver } from "../../src/receivers.js";
 import { appEnv, castVote, deliveriesOf, seedWebhookBot } from "../../src/stack.js";

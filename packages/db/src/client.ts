@@ -42,9 +42,11 @@ export interface Db {
    * Opens a connection outside the pool, for a session held across transactions (the API's
    * LISTEN, the retention job's advisory lock): it never takes one of the `poolMax` connections
    * that requests wait for. `url` defaults to `directUrl` (a transaction-pooling PgBouncer would
-   * hand the session's state to other clients). `release()` closes it.
+   * hand the session's state to other clients). `release()` closes it. `applicationName` names
+   * the session in `pg_stat_activity` (default `botdir`), so an operator (or the failover suite)
+   * sees which server the API's LISTEN or the retention job is on.
    */
-  connectDedicated(url?: string): Promise<DedicatedConnection>;
+  connectDedicated(url?: string, options?: { applicationName?: string }): Promise<DedicatedConnection>;
   /** Whether statements are sent with their names now (`preparedStatements`). */
   namedStatements(): boolean;
   close(): Promise<void>;
@@ -163,8 +165,12 @@ export function createDb(options: DbOptions): Db {
     prisma,
     pool,
     namedStatements: () => named,
-    async connectDedicated(url = directUrl) {
-      const client = new pg.Client({ ...session, connectionString: url });
+    async connectDedicated(url = directUrl, dedicated = {}) {
+      const client = new pg.Client({
+        ...session,
+        connectionString: url,
+        application_name: dedicated.applicationName ?? session.application_name,
+      });
       // Same reason as the pool's: a lost connection must not be an unhandled 'error' event; the
       // holder listens for 'error'/'end' itself.
       client.on("error", () => {});

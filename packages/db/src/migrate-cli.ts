@@ -4,7 +4,18 @@
 import { DEFAULT_DATABASE_URL } from "./defaults.js";
 import { migrate } from "./migrate.js";
 
+const name = process.env.DATABASE_DIRECT_URL ? "DATABASE_DIRECT_URL" : "DATABASE_URL";
 const url = process.env.DATABASE_DIRECT_URL || process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
+// libpq's multi-host form (the apps' env check refuses it with the same line): node-postgres
+// would stop here with "Invalid URL".
+const hosts = /^postgres(?:ql)?:\/\/([^/?#]*)/.exec(url)?.[1]?.split("@").at(-1) ?? "";
+const query = new URLSearchParams(url.split("?")[1] ?? "");
+if (hosts.includes(",") || (query.get("host") ?? "").includes(",") || query.has("target_session_attrs")) {
+  console.error(
+    `migrate: ${name} names several hosts (libpq multi-host), which node-postgres cannot use: point it at one address the failover moves (a PgBouncer entry repointed by RELOAD, or a DNS name), see docs/scaling.md Failover`,
+  );
+  process.exit(1);
+}
 try {
   const result = await migrate(url);
   console.log(

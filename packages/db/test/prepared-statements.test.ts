@@ -3,13 +3,10 @@
  * PgBouncer in transaction mode, the apps' named statements fail (the pooler hands each
  * transaction another server connection) unless they are sent unnamed.
  */
+
+import { type PrivatePgBouncer, startPgBouncer } from "@botdir/test-stores";
 import { createDb, type Db, type PreparedStatements } from "../src/client.js";
-import {
-  createTestDatabase,
-  type PrivatePgBouncer,
-  startPgBouncer,
-  type TestDatabase,
-} from "../src/testing.js";
+import { baseDatabaseUrl, createTestDatabase, type TestDatabase } from "../src/testing.js";
 
 let t: TestDatabase;
 let bouncer: PrivatePgBouncer;
@@ -19,7 +16,7 @@ beforeAll(async () => {
   t = await createTestDatabase();
   // Two server connections for eight clients: named statements land on connections that never
   // parsed them, as they do in production with many replicas.
-  bouncer = await startPgBouncer({ poolSize: 2 });
+  bouncer = await startPgBouncer({ targetUrl: baseDatabaseUrl(), poolSize: 2 });
 });
 
 afterAll(async () => {

@@ -3,7 +3,27 @@ import type { Logger } from "./http.js";
 import { parseClusterNodes, type RedisTarget } from "./redis.js";
 import { type HttpTimeouts, httpTimeoutsProblem } from "./serve.js";
 
-const postgresUrl = z.string().regex(/^postgres(ql)?:\/\//, "must be a postgresql:// URL");
+/**
+ * Why a postgresql:// URL names several hosts (libpq's way to follow a primary: `host1,host2` in
+ * the authority, `host=a,b` or `target_session_attrs` in the query), or null. node-postgres does
+ * not parse such a URL (the migration stops with `Invalid URL`), so the env check refuses it.
+ */
+export function multiHostProblem(url: string): string | null {
+  const authority = /^postgres(?:ql)?:\/\/([^/?#]*)/.exec(url)?.[1] ?? "";
+  const hosts = authority.slice(authority.lastIndexOf("@") + 1);
+  const query = new URLSearchParams(url.split("?")[1]?.split("#")[0] ?? "");
+  if (!hosts.includes(",") && !(query.get("host") ?? "").includes(",") && !query.has("target_session_attrs"))
+    return null;
+  return "names several hosts (libpq multi-host), which node-postgres cannot use: point it at one address the failover moves (a PgBouncer entry repointed by RELOAD, or a DNS name), see docs/scaling.md Failover";
+}
+
+const postgresUrl = z
+  .string()
+  .regex(/^postgres(ql)?:\/\//, "must be a postgresql:// URL")
+  .superRefine((url, ctx) => {
+    const problem = multiHostProblem(url);
+    if (problem) ctx.addIssue({ code: "custom", message: problem });
+  });
 
 /** Building blocks for the apps' env schemas, with the defaults of docs/operations. */
 export const EnvFields = {

@@ -34,6 +34,11 @@ import { performance } from "node:perf_hooks";
 import { describeError, type Logger } from "@botdir/service-kit";
 
 export const TOKEN_CHANNEL = "botdir_tokens";
+/**
+ * application_name of the LISTEN connection: `pg_stat_activity` on a promoted primary shows the
+ * API processes that follow it (docs/scaling.md Failover).
+ */
+export const TOKEN_LISTEN_APPLICATION_NAME = "botdir-token-listen";
 const NOTIFY_SQL = "SELECT pg_notify($1, $2)";
 
 /** What the set needs of a connection: a pg PoolClient or Client fits (main: `db.pool.connect()`). */

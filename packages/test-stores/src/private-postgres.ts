@@ -4,11 +4,12 @@
  * data kept, without touching the shared server.
  */
 import { execFile } from "node:child_process";
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { chownSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { freePort } from "./processes.js";
+import { freePort } from "./ports.js";
+import { findPostgresBin } from "./postgres.js";
 
 const run = promisify(execFile);
 
@@ -24,18 +25,9 @@ export interface PrivatePostgres {
   destroy(): Promise<void>;
 }
 
-function binDir(): string {
-  const root = "/usr/lib/postgresql";
-  if (!existsSync(root)) throw new Error("PostgreSQL server binaries not found under /usr/lib/postgresql");
-  const versions = readdirSync(root)
-    .filter((v) => existsSync(join(root, v, "bin", "initdb")))
-    .sort((a, b) => Number(b) - Number(a));
-  if (!versions[0]) throw new Error("no initdb under /usr/lib/postgresql/*/bin");
-  return join(root, versions[0], "bin");
-}
-
 export async function startPrivatePostgres(): Promise<PrivatePostgres> {
-  const bin = binDir();
+  const bin = findPostgresBin();
+  if (!bin) throw new Error("PostgreSQL's server binaries are missing: apt-get install -y postgresql");
   const isRoot = process.getuid?.() === 0;
   const dir = mkdtempSync(join(tmpdir(), "botdir-pg-"));
   const data = join(dir, "data");

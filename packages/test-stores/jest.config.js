@@ -1,0 +1,3 @@
+import { jestConfig } from "../../jest.preset.js";
+
+export default jestConfig(import.meta.dirname);
