@@ -1,5 +1,18 @@
-export type { NodeRequestLike, NodeResponseLike, SeenStore, WebhookReceiverOptions } from "./adapters.js";
-export { expressWebhook, fetchWebhook, memorySeenStore, nodeWebhook } from "./adapters.js";
+export type {
+  NodeRequestLike,
+  NodeResponseLike,
+  SeenStore,
+  VoteDelivery,
+  WebhookReceiverOptions,
+} from "./adapters.js";
+export {
+  DEFAULT_HANDLER_TIMEOUT_MS,
+  DEFAULT_MAX_BODY_BYTES,
+  expressWebhook,
+  fetchWebhook,
+  memorySeenStore,
+  nodeWebhook,
+} from "./adapters.js";
 export type { Autoposter, AutoposterOptions } from "./autoposter.js";
 export { DEFAULT_AUTOPOST_INTERVAL_MS, startAutoposter } from "./autoposter.js";
 export type { BotDirClientOptions, StatsInput } from "./client.js";
