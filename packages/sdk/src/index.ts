@@ -20,7 +20,7 @@ export { BotDirClient } from "./client.js";
 // Every type of contract.ts is public: the API's bodies as the SDK's types.
 export type * from "./contract.js";
 export type { WebhookVerificationReason } from "./errors.js";
-export { ApiError, WebhookVerificationError } from "./errors.js";
+export { ApiError, InvalidResponseError, WebhookVerificationError } from "./errors.js";
 export type { RetryOptions } from "./retry.js";
 export { DEFAULT_RETRY } from "./retry.js";
 export type {
