@@ -14,7 +14,7 @@ export {
   nodeWebhook,
 } from "./adapters.js";
 export type { Autoposter, AutoposterOptions } from "./autoposter.js";
-export { DEFAULT_AUTOPOST_INTERVAL_MS, startAutoposter } from "./autoposter.js";
+export { DEFAULT_AUTOPOST_INTERVAL_MS, MIN_AUTOPOST_INTERVAL_MS, startAutoposter } from "./autoposter.js";
 export type { BotDirClientOptions, StatsInput } from "./client.js";
 export { BotDirClient } from "./client.js";
 // Every type of contract.ts is public: the API's bodies as the SDK's types.
