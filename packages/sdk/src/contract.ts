@@ -39,7 +39,9 @@ export type DeliveryAttempt = DeliveryAttemptShape;
  * that started it was lost (a timeout or 5xx) and the client's retry was told the delivery is
  * pending (409): the redelivery did start, its number is not known.
  */
-export type RedeliverResponse = Omit<RedeliverResponseShape, "series"> & {
+export type RedeliverResponse = {
+  deliveryId: RedeliverResponseShape["deliveryId"];
+  state: RedeliverResponseShape["state"];
   series: RedeliverResponseShape["series"] | null;
 };
 /** The body of a `vote.create` webhook. */
