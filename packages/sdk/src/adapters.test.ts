@@ -349,12 +349,14 @@ describe("bodies without Content-Length", () => {
 });
 
 describe("receiver options", () => {
-  it("when handlerTimeoutMs or toleranceSeconds is not a finite number ≥ 0 (or > 0), then a TypeError at construction", () => {
+  it("when the secret is empty, or handlerTimeoutMs or toleranceSeconds is not a finite number ≥ 0 (or > 0), then a TypeError at construction", () => {
     for (const make of [fetchWebhook, nodeWebhook, expressWebhook]) {
       expect(() => make({ secret: SECRET, onVote: () => {}, toleranceSeconds: Number.NaN })).toThrow(
         TypeError,
       );
       expect(() => make({ secret: SECRET, onVote: () => {}, handlerTimeoutMs: 0 })).toThrow(TypeError);
+      expect(() => make({ secret: "", onVote: () => {} })).toThrow(TypeError);
+      expect(() => make({ secret: [], onVote: () => {} })).toThrow(TypeError);
       expect(() =>
         make({ secret: SECRET, onVote: () => {}, handlerTimeoutMs: Number.POSITIVE_INFINITY }),
       ).toThrow(TypeError);

@@ -113,6 +113,9 @@ function positiveMs(name: string, value: number | undefined, fallback: number): 
 
 function receiver(options: WebhookReceiverOptions) {
   if (typeof options.onVote !== "function") throw new TypeError("onVote must be a function");
+  const secrets = typeof options.secret === "string" ? [options.secret] : [...(options.secret ?? [])];
+  // An unset variable would otherwise surface only as a 500 on the first delivery.
+  if (!secrets.some(Boolean)) throw new TypeError("the webhook secret is required");
   const toleranceSeconds = checkedTolerance(options.toleranceSeconds);
   const timeoutMs = positiveMs("handlerTimeoutMs", options.handlerTimeoutMs, DEFAULT_HANDLER_TIMEOUT_MS);
   const maxBody = positiveMs("maxBodyBytes", options.maxBodyBytes, DEFAULT_MAX_BODY_BYTES);
