@@ -137,8 +137,9 @@ export class BotDirClient {
 
   /**
    * POST …/redeliver: sends a delivered or failed delivery again (a fresh series of attempts). When
-   * an attempt timed out or got a 5xx and the retry is told the delivery is pending (409), the first
-   * attempt did start it: that is reported as started, with `series: null` (its number is unknown).
+   * an attempt got no answer (a timeout or a network error) or a 5xx and the retry is told the
+   * delivery is pending (409), an earlier attempt did start it: that is reported as started, with
+   * `series: null` (its number is unknown).
    * A 2xx it cannot read is thrown at once (`InvalidResponseError`), never retried into a second series.
    */
   redeliver(deliveryId: string): Promise<RedeliverResponse> {
