@@ -4,8 +4,8 @@
  *   WEBHOOK_SECRET=<the secret shown with your webhook URL> PORT=8080 npx tsx examples/receiver.ts
  *
  * `expressWebhook` reads the raw body itself, verifies the signature (Standard Webhooks, any of the
- * secrets given: list the new and the old one, comma-separated, during a rotation), answers 204 at
- * once and then calls `onVote` once per delivery id.
+ * secrets given: list the new and the old one, comma-separated, during a rotation), runs `onVote`
+ * and then answers 204 (500 when it throws, so the vote is delivered again), once per delivery id.
  */
 import { pathToFileURL } from "node:url";
 import { expressWebhook, type WebhookReceiverOptions } from "@botdir/sdk";

@@ -259,7 +259,7 @@ describe("startAutoposter against the real API", () => {
     const bot = await stack.knownBot();
     let count = 100;
     const errors = await errorsWhilePosting(
-      { client: client(bot), stats: () => ({ serverCount: ++count }), intervalMs: 200 },
+      { client: client(bot), stats: () => ({ serverCount: ++count }), intervalMs: 1_000 },
       async () => {
         await waitFor(async () => (await rowOf(bot.id)).serverCount === 101n, "the first post");
         await waitFor(async () => ((await rowOf(bot.id)).serverCount ?? 0n) >= 103n, "two more posts");
@@ -275,14 +275,14 @@ describe("startAutoposter against the real API", () => {
     const refused = startAutoposter({
       client: client({ id: bad.id, token: "replaced-token" }, { baseUrl: proxy.base }),
       stats: () => ({ serverCount: 1 }),
-      intervalMs: 100,
+      intervalMs: 1_000,
       onError: (e) => errors.push(e),
     });
     // The sentinel: the same interval through the same proxy, so the refused poster had time to post again.
     const sentinel = startAutoposter({
       client: client(good, { baseUrl: proxy.base }),
       stats: () => ({ serverCount: 2 }),
-      intervalMs: 100,
+      intervalMs: 1_000,
       onPost: () => goodPosts++,
     });
     try {
@@ -305,7 +305,7 @@ describe("startAutoposter against the real API", () => {
       {
         client: client(bot, { baseUrl: proxy.base, retry: { maxRetryAfterMs: 0 } }),
         stats: () => ({ serverCount: 42 }),
-        intervalMs: 100,
+        intervalMs: 1_000,
         onPost: () => {
           posted = true;
         },
@@ -331,7 +331,7 @@ describe("startAutoposter against the real API", () => {
           if (calls === 1) throw new Error("shards not ready");
           return { serverCount: 77 };
         },
-        intervalMs: 100,
+        intervalMs: 1_000,
       },
       () => waitFor(async () => (await rowOf(bot.id)).serverCount === 77n, "a post after the failure"),
     );

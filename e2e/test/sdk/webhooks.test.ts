@@ -2,7 +2,8 @@
  * @botdir/sdk's receiver adapters (Express middleware, node:http handler, fetch handler behind a
  * node:http bridge) receiving real deliveries from the real dispatcher (child processes), and
  * refusing what they must: a tampered body, a wrong secret, a timestamp outside the tolerance; a
- * repeated delivery id is answered 204 and not handed on. Then a secret rotation through the
+ * repeated delivery id is answered 204 and not handed on; an onVote that throws is answered 500 and
+ * the dispatcher's retry reaches onVote again. Then a secret rotation through the
  * management endpoint: during the overlap the dispatcher signs with both secrets and a receiver
  * holding either one accepts.
  */
@@ -125,15 +126,42 @@ function replay(
   }).then(async (res) => ({ status: res.status, body: await res.text() }));
 }
 
+/** A receiver whose onVote throws the first time it gets each delivery id. */
+function failsOnce(secret: string) {
+  const calls: string[] = [];
+  const options: WebhookReceiverOptions = {
+    secret,
+    onVote: (_vote, { deliveryId }) => {
+      calls.push(deliveryId);
+      if (calls.filter((id) => id === deliveryId).length === 1) throw new Error("not this time");
+    },
+    onError: () => {},
+  };
+  return { options, of: (id: string) => calls.filter((c) => c === id) };
+}
+
 describe.each<AdapterKind>(["express", "node", "fetch"])("the %s adapter", (kind) => {
   const secret = newSecret();
   const right = recorder(secret);
   const wrong = recorder(newSecret());
+  const flaky = failsOnce(secret);
   let base: string;
 
   beforeAll(async () => {
-    base = await startAdapter(kind, { "/hook": right.options, "/wrong": wrong.options });
+    base = await startAdapter(kind, {
+      "/hook": right.options,
+      "/wrong": wrong.options,
+      "/flaky": flaky.options,
+    });
   });
+
+  it("when onVote throws, then the attempt is answered 500 and the dispatcher's retry reaches onVote again: 204", async () => {
+    const bot = await stack.webhookBot(`${base}/flaky`, secret);
+    await stack.vote(bot.id, randomUserId());
+    const delivery = await deliveredOnce(bot.id);
+    expect((await stack.attempts(delivery.id)).map((a) => a.statusCode)).toEqual([500, 204]);
+    expect(flaky.of(delivery.id)).toHaveLength(2);
+  }, 30_000);
 
   it("when the dispatcher delivers a vote, then it answers 204 and hands the vote to onVote", async () => {
     const bot = await stack.webhookBot(`${base}/hook`, secret);

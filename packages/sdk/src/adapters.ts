@@ -1,77 +1,170 @@
 /**
- * Receivers of vote webhooks for the common servers: they read the raw body themselves, verify it
- * (`verifyWebhook`), answer at once (204; 401 or 400 with a JSON error body when verification
- * fails), and then hand each vote to `onVote` once: a delivery id already seen is answered 204 and
- * not passed on. Nothing here imports a Node module, so the package stays usable on edge runtimes.
+ * Receivers of vote webhooks for the common servers. Each reads the raw body itself (capped at
+ * `maxBodyBytes` while it reads: 413 above it, whether or not `Content-Length` was sent), verifies
+ * it (`verifyWebhook`: 401, or 400 for a signed body that is not JSON), and then runs `onVote`
+ * *before* it answers, bounded by `handlerTimeoutMs`:
+ *
+ * - `onVote` resolved: the delivery id is marked seen, then 204.
+ * - `onVote` threw or outlasted the timeout: 500 with a JSON error, the id is not marked, `onError`
+ *   is told. The directory's retry, or a redelivery (same id), reaches `onVote` again.
+ * - A delivery id already marked: 204 without `onVote` (the directory delivers at least once).
+ * - Two requests with one id at the same time: one `onVote`; the second awaits its outcome and
+ *   answers the same.
+ *
+ * So a vote is never acknowledged before it was handled. Nothing here imports a Node module, so the
+ * package stays usable on edge runtimes.
  */
 import type { VoteEvent } from "./contract.js";
 import { WebhookVerificationError } from "./errors.js";
-import { type VerifiedWebhook, verifyWebhook, type WebhookHeaders } from "./webhook.js";
+import { checkedTolerance, type VerifiedWebhook, verifyWebhook, type WebhookHeaders } from "./webhook.js";
 
-/** Remembers delivery ids. `add` answers true the first time it is given an id (atomically, if shared). */
+/**
+ * Remembers the delivery ids whose vote was handled. `has` is asked before `onVote` runs; `add` is
+ * called only once `onVote` resolved. Share one (a unique key in your database, Redis
+ * `EXISTS` / `SET id 1 EX 86400`) when several copies of the receiver run.
+ */
 export interface SeenStore {
-  add(deliveryId: string): boolean | Promise<boolean>;
+  /** True when the id was marked: its vote was handled. */
+  has(deliveryId: string): boolean | Promise<boolean>;
+  /** Marks the id: its vote was handled. */
+  add(deliveryId: string): unknown;
 }
 
 /**
  * The default store: the last `capacity` ids in memory, least recently seen forgotten first. Use a
- * shared one (a unique key in your database, Redis `SET id 1 NX EX 86400`) when several copies of
- * the receiver run.
+ * shared one when several copies of the receiver run.
  */
 export function memorySeenStore(capacity = 10_000): SeenStore {
   const ids = new Map<string, true>();
   return {
-    add(deliveryId) {
-      if (ids.has(deliveryId)) {
-        ids.delete(deliveryId);
-        ids.set(deliveryId, true);
-        return false;
-      }
+    has(deliveryId) {
+      if (!ids.has(deliveryId)) return false;
+      ids.delete(deliveryId);
       ids.set(deliveryId, true);
-      if (ids.size > capacity) ids.delete(ids.keys().next().value as string);
       return true;
     },
+    add(deliveryId) {
+      ids.delete(deliveryId);
+      ids.set(deliveryId, true);
+      if (ids.size > capacity) ids.delete(ids.keys().next().value as string);
+    },
   };
+}
+
+/** What `onVote` and `onError` are told about the delivery besides the vote. */
+export interface VoteDelivery {
+  /** The delivery id (`webhook-id`), stable across retries and redeliveries; `""` on a legacy request without one. */
+  deliveryId: string;
+  /** The directory's W3C trace id of this delivery (`X-Webhook-Trace`), or `null`; see `VerifiedWebhook.traceId`. */
+  traceId: string | null;
 }
 
 export interface WebhookReceiverOptions {
   /** The webhook secret, or the new and the old one during a rotation. */
   secret: string | readonly string[];
-  /** Your work for one vote; runs after the answer has been sent, once per delivery id. */
-  onVote: (vote: VoteEvent, delivery: { deliveryId: string }) => unknown;
-  /** Delivery ids already handled (default: `memorySeenStore()`). */
+  /**
+   * Your work for one vote. It runs before the answer: resolve once the vote is safely handled
+   * (204); throw to have it delivered again (500). Runs once per delivery id that resolved.
+   */
+  onVote: (vote: VoteEvent, delivery: VoteDelivery) => unknown;
+  /** Delivery ids whose vote was handled (default: `memorySeenStore()`). */
   seen?: SeenStore;
-  /** See `verifyWebhook` (default 300). */
+  /** See `verifyWebhook` (default 300); a finite number ≥ 0, or the receiver throws a `TypeError`. */
   toleranceSeconds?: number;
-  /** Failures of `onVote`, and (node handler) of a request that could not be handled (default: `console.error`). */
-  onError?: (error: unknown, delivery: { deliveryId: string }) => void;
+  /**
+   * Longest wait for `onVote`, in milliseconds (default 8000, well under the directory's 10 s reply
+   * timeout). Past it the answer is 500 and the id is not marked; `onVote`'s promise is not
+   * cancelled, so make the work safe to run again.
+   */
+  handlerTimeoutMs?: number;
+  /**
+   * Told of every `onVote` that threw or timed out, of a failing `seen` store and (node handler) of
+   * a request that could not be handled (default: `console.error`). Never throws into the receiver.
+   */
+  onError?: (error: unknown, delivery: VoteDelivery) => void;
   /** Largest body read (default 64 KiB); a longer one is answered 413. */
   maxBodyBytes?: number;
 }
 
+export const DEFAULT_HANDLER_TIMEOUT_MS = 8_000;
+export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
+/** setTimeout's largest delay; a longer one fires at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 interface Answer {
   status: number;
   error?: string;
-  /** The vote to hand to onVote once the answer is out. */
-  vote?: { event: VoteEvent; deliveryId: string };
 }
 
-const DEFAULT_MAX_BODY = 64 * 1024;
+const TOO_LARGE: Answer = { status: 413, error: "The request body is too large." };
+const NOT_HANDLED: Answer = {
+  status: 500,
+  error: "The vote could not be handled; it will be delivered again.",
+};
+const STORE_DOWN: Answer = { status: 503, error: "The delivery could not be checked; retry later." };
+
+function positiveMs(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0 || value > MAX_TIMER_MS) {
+    throw new TypeError(`${name} must be a number > 0 and ≤ ${MAX_TIMER_MS}, not ${String(value)}`);
+  }
+  return value;
+}
 
 function receiver(options: WebhookReceiverOptions) {
+  if (typeof options.onVote !== "function") throw new TypeError("onVote must be a function");
+  const secrets = typeof options.secret === "string" ? [options.secret] : [...(options.secret ?? [])];
+  // An unset variable would otherwise surface only as a 500 on the first delivery.
+  if (!secrets.some(Boolean)) throw new TypeError("the webhook secret is required");
+  const toleranceSeconds = checkedTolerance(options.toleranceSeconds);
+  const timeoutMs = positiveMs("handlerTimeoutMs", options.handlerTimeoutMs, DEFAULT_HANDLER_TIMEOUT_MS);
+  const maxBody = positiveMs("maxBodyBytes", options.maxBodyBytes, DEFAULT_MAX_BODY_BYTES);
   const seen = options.seen ?? memorySeenStore();
-  const onError =
+  const hook =
     options.onError ??
-    ((error: unknown, d: { deliveryId: string }) => console.error("onVote failed", d.deliveryId, error));
+    ((error: unknown, d: VoteDelivery) => console.error("vote webhook:", d.deliveryId, error));
+  const onError = (error: unknown, delivery: VoteDelivery) => {
+    try {
+      hook(error, delivery);
+    } catch {
+      // A failing hook must not change the answer or become an unhandled rejection.
+    }
+  };
+  /** Votes whose onVote is running, by key: a concurrent request with the same key shares the outcome. */
+  const inFlight = new Map<string, Promise<Answer>>();
+
+  /** Checks, runs onVote within the timeout, marks: the answer for one delivery key. */
+  const deliver = async (key: string, verified: VerifiedWebhook): Promise<Answer> => {
+    const delivery: VoteDelivery = { deliveryId: verified.deliveryId, traceId: verified.traceId };
+    try {
+      if (await seen.has(key)) return { status: 204 };
+    } catch (error) {
+      // Without the store a repeat cannot be told from a first delivery: let the directory retry.
+      onError(error, delivery);
+      return STORE_DOWN;
+    }
+    try {
+      await withTimeout(
+        Promise.resolve().then(() => options.onVote(verified.event as VoteEvent, delivery)),
+        timeoutMs,
+      );
+    } catch (error) {
+      onError(error, delivery);
+      return NOT_HANDLED;
+    }
+    try {
+      await seen.add(key);
+    } catch (error) {
+      // The vote was handled: say so. Only a later redelivery of this id would run onVote again.
+      onError(error, delivery);
+    }
+    return { status: 204 };
+  };
+
   const answer = async (body: Uint8Array | string, headers: WebhookHeaders): Promise<Answer> => {
     let verified: VerifiedWebhook;
     try {
-      verified = await verifyWebhook({
-        body,
-        headers,
-        secret: options.secret,
-        toleranceSeconds: options.toleranceSeconds,
-      });
+      verified = await verifyWebhook({ body, headers, secret: options.secret, toleranceSeconds });
     } catch (error) {
       if (!(error instanceof WebhookVerificationError)) throw error;
       return { status: error.reason === "invalid_body" ? 400 : 401, error: error.message };
@@ -80,35 +173,23 @@ function receiver(options: WebhookReceiverOptions) {
     if (verified.event.event !== "vote.create") return { status: 204 };
     // A legacy request without X-Webhook-Delivery is keyed on the vote itself, as the spec allows.
     const key = verified.deliveryId || `${verified.event.user_id}@${verified.event.voted_at}`;
-    let first: boolean;
-    try {
-      first = await seen.add(key);
-    } catch {
-      // Without the store a repeat cannot be told from a first delivery: let the directory retry.
-      return { status: 503, error: "The delivery could not be recorded; retry later." };
-    }
-    return first
-      ? { status: 204, vote: { event: verified.event, deliveryId: verified.deliveryId } }
-      : { status: 204 };
+    // No await between this lookup and the set below: a second request sees the first's entry.
+    const running = inFlight.get(key);
+    if (running) return running;
+    const outcome = deliver(key, verified).finally(() => inFlight.delete(key));
+    inFlight.set(key, outcome);
+    return outcome;
   };
-  /** Runs onVote on a later turn, after the answer has been written. */
-  const handOver = (vote: Answer["vote"]): Promise<void> | undefined => {
-    if (!vote) return undefined;
-    const delivery = { deliveryId: vote.deliveryId };
-    return new Promise<void>((resolve) => setTimeout(resolve, 0))
-      .then(() => options.onVote(vote.event, delivery))
-      .then(
-        () => undefined,
-        (error: unknown) => {
-          try {
-            onError(error, delivery);
-          } catch {
-            // A failing hook must not become an unhandled rejection in the receiver's process.
-          }
-        },
-      );
-  };
-  return { answer, handOver, onError, maxBody: options.maxBodyBytes ?? DEFAULT_MAX_BODY };
+  return { answer, onError, maxBody };
+}
+
+/** `work`, or a rejection once `ms` have passed without it settling. */
+function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`onVote did not settle within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }
 
 /** The parts of a `node:http` IncomingMessage (or an Express request) the adapters use. */
@@ -116,6 +197,8 @@ export interface NodeRequestLike {
   headers: Record<string, string | string[] | undefined>;
   // biome-ignore lint/suspicious/noExplicitAny: Node's own listener type, so that IncomingMessage fits.
   on(event: string, listener: (...args: any[]) => void): unknown;
+  // biome-ignore lint/suspicious/noExplicitAny: as for `on`.
+  removeListener?(event: string, listener: (...args: any[]) => void): unknown;
   /** Set by a body parser that ran before (Express `express.raw()` gives a Buffer). */
   body?: unknown;
   readableEnded?: boolean;
@@ -129,29 +212,57 @@ export interface NodeResponseLike {
   end(chunk?: string): unknown;
 }
 
+/** A declared `Content-Length` above the limit: refused before a byte is read. */
+function declaredTooLarge(value: string | null | undefined, limit: number): boolean {
+  return value !== null && value !== undefined && Number(value) > limit;
+}
+
+/** The body, read until its end or until it passes `limit` (then reading stops at once). */
 function readBody(req: NodeRequestLike, limit: number): Promise<Uint8Array | "too_large"> {
+  const declared = req.headers["content-length"];
+  if (declaredTooLarge(Array.isArray(declared) ? declared[0] : declared, limit)) {
+    return Promise.resolve("too_large");
+  }
   return new Promise((resolve, reject) => {
     const chunks: Uint8Array[] = [];
     let size = 0;
-    let tooLarge = false;
-    req.on("data", (chunk: Uint8Array | string) => {
+    const stop = () => {
+      req.removeListener?.("data", onData);
+      req.removeListener?.("end", onEnd);
+      req.removeListener?.("error", onFail);
+    };
+    const onData = (chunk: Uint8Array | string) => {
       const bytes = typeof chunk === "string" ? new TextEncoder().encode(chunk) : chunk;
       size += bytes.length;
-      if (size > limit) tooLarge = true;
-      if (!tooLarge) chunks.push(bytes);
-    });
-    req.on("end", () => {
-      if (tooLarge) return resolve("too_large");
-      const out = new Uint8Array(size);
-      let at = 0;
-      for (const c of chunks) {
-        out.set(c, at);
-        at += c.length;
+      if (size > limit) {
+        stop();
+        resolve("too_large");
+        return;
       }
-      resolve(out);
-    });
-    req.on("error", reject);
+      chunks.push(bytes);
+    };
+    const onEnd = () => {
+      stop();
+      resolve(concat(chunks, size));
+    };
+    const onFail = (error: unknown) => {
+      stop();
+      reject(error);
+    };
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onFail);
   });
+}
+
+function concat(chunks: readonly Uint8Array[], size: number): Uint8Array {
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.length;
+  }
+  return out;
 }
 
 function send(res: NodeResponseLike, result: Answer): void {
@@ -160,6 +271,8 @@ function send(res: NodeResponseLike, result: Answer): void {
     res.end();
     return;
   }
+  // The rest of a body too large is not read: the connection cannot carry another request.
+  if (result.status === 413) res.setHeader("connection", "close");
   res.setHeader("content-type", "application/json; charset=utf-8");
   res.end(JSON.stringify({ error: result.error }));
 }
@@ -170,17 +283,18 @@ async function handleNode(
   res: NodeResponseLike,
 ): Promise<void> {
   let body: Uint8Array | string | "too_large";
-  if (req.body instanceof Uint8Array || typeof req.body === "string") body = req.body;
-  else if (req.body !== undefined && req.body !== null && req.readableEnded !== false) {
+  if (req.body instanceof Uint8Array || typeof req.body === "string") {
+    // Read by a body parser (express.raw()) with its own limit: this one still applies.
+    const size = typeof req.body === "string" ? new TextEncoder().encode(req.body).length : req.body.length;
+    body = size > r.maxBody ? "too_large" : req.body;
+  } else if (req.body !== undefined && req.body !== null && req.readableEnded !== false) {
     // A JSON or urlencoded parser ran first: the raw bytes are gone and no signature can be checked.
     throw new Error(
       "The webhook body was already parsed; mount the webhook handler before express.json() (or give it express.raw()).",
     );
   } else body = await readBody(req, r.maxBody);
-  if (body === "too_large") return send(res, { status: 413, error: "The request body is too large." });
-  const result = await r.answer(body, req.headers);
-  send(res, result);
-  void r.handOver(result.vote);
+  if (body === "too_large") return send(res, TOO_LARGE);
+  send(res, await r.answer(body, req.headers));
 }
 
 /** A `node:http` request handler: `http.createServer(nodeWebhook({ secret, onVote }))`. */
@@ -191,7 +305,7 @@ export function nodeWebhook(
   return (req, res) => {
     handleNode(r, req, res).catch((error: unknown) => {
       if (!res.headersSent) send(res, { status: 500, error: "The webhook could not be handled." });
-      r.onError(error, { deliveryId: "" });
+      r.onError(error, { deliveryId: "", traceId: null });
     });
   };
 }
@@ -199,7 +313,8 @@ export function nodeWebhook(
 /**
  * Express middleware (Express 4 and 5, no import of Express):
  * `app.post("/webhooks/votes", expressWebhook({ secret, onVote }))`. Mount it before any JSON body
- * parser for that path, or after `express.raw({ type: "application/json" })`.
+ * parser for that path, or after `express.raw({ type: "application/json" })`. A request it cannot
+ * handle at all (a body already parsed as JSON) goes to `next(error)`.
  */
 export function expressWebhook(
   options: WebhookReceiverOptions,
@@ -210,28 +325,39 @@ export function expressWebhook(
   };
 }
 
+/** The body of a fetch Request, read from its stream until its end or until it passes `limit`. */
+async function readRequest(request: Request, limit: number): Promise<Uint8Array | "too_large"> {
+  const stream = request.body;
+  if (declaredTooLarge(request.headers.get("content-length"), limit)) {
+    await stream?.cancel().catch(() => {});
+    return "too_large";
+  }
+  if (!stream) return new Uint8Array(0);
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return concat(chunks, size);
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      return "too_large";
+    }
+    chunks.push(value);
+  }
+}
+
 /**
  * A fetch-style handler, `(Request) => Promise<Response>`: Hono, Next.js route handlers, Bun,
- * Deno, Cloudflare Workers. Pass the platform's context as the second argument where the runtime
- * ends work after the response (Workers, Vercel): `onVote` is handed to its `waitUntil`.
+ * Deno, Cloudflare Workers. `onVote` runs before the Response is returned, so no `waitUntil` is
+ * needed.
  */
-export function fetchWebhook(
-  options: WebhookReceiverOptions,
-): (request: Request, context?: { waitUntil?(work: Promise<unknown>): void }) => Promise<Response> {
+export function fetchWebhook(options: WebhookReceiverOptions): (request: Request) => Promise<Response> {
   const r = receiver(options);
-  return async (request, context) => {
-    const declared = Number(request.headers.get("content-length"));
-    let result: Answer;
-    if (declared > r.maxBody) result = { status: 413, error: "The request body is too large." };
-    else {
-      const body = new Uint8Array(await request.arrayBuffer());
-      result =
-        body.length > r.maxBody
-          ? { status: 413, error: "The request body is too large." }
-          : await r.answer(body, request.headers);
-    }
-    const work = r.handOver(result.vote);
-    if (work) context?.waitUntil?.(work);
+  return async (request) => {
+    const body = await readRequest(request, r.maxBody);
+    const result = body === "too_large" ? TOO_LARGE : await r.answer(body, request.headers);
     if (result.error === undefined) return new Response(null, { status: result.status });
     return new Response(JSON.stringify({ error: result.error }), {
       status: result.status,

@@ -5,7 +5,10 @@ export interface AutoposterOptions {
   client: BotDirClient;
   /** The numbers to post, read before every post (may be async). */
   stats: () => Omit<StatsInput, "shards"> | Promise<Omit<StatsInput, "shards">>;
-  /** Time between posts (default 30 minutes). */
+  /**
+   * Time between posts (default 30 minutes): a finite number from `MIN_AUTOPOST_INTERVAL_MS` (1 s)
+   * to 2^31−1 ms (about 24.8 days, the longest timer), or `startAutoposter` throws a `RangeError`.
+   */
   intervalMs?: number;
   /** Called with every failure (the poster carries on, except after a 401). Never throws into the poster. */
   onError?: (error: unknown) => void;
@@ -21,6 +24,13 @@ export interface Autoposter {
 }
 
 export const DEFAULT_AUTOPOST_INTERVAL_MS = 30 * 60 * 1000;
+/**
+ * The shortest interval: POST /stats allows 60 posts a minute per token, so a poster posting more
+ * often than once a second would be refused (429) by design.
+ */
+export const MIN_AUTOPOST_INTERVAL_MS = 1_000;
+/** A longer timer fires at once (Node clamps it to 1 ms): the poster would post without pause. */
+const MAX_AUTOPOST_INTERVAL_MS = 2 ** 31 - 1;
 
 /**
  * Posts the bot's stats now and then every `intervalMs`. Never throws into the caller: failures go
@@ -29,7 +39,16 @@ export const DEFAULT_AUTOPOST_INTERVAL_MS = 30 * 60 * 1000;
  */
 export function startAutoposter(options: AutoposterOptions): Autoposter {
   const intervalMs = options.intervalMs ?? DEFAULT_AUTOPOST_INTERVAL_MS;
-  if (!(intervalMs > 0)) throw new RangeError("intervalMs must be a positive number");
+  if (
+    typeof intervalMs !== "number" ||
+    !Number.isFinite(intervalMs) ||
+    intervalMs < MIN_AUTOPOST_INTERVAL_MS ||
+    intervalMs > MAX_AUTOPOST_INTERVAL_MS
+  ) {
+    throw new RangeError(
+      `intervalMs must be from ${MIN_AUTOPOST_INTERVAL_MS} to ${MAX_AUTOPOST_INTERVAL_MS} milliseconds, not ${String(intervalMs)}`,
+    );
+  }
   let stopped = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
 
@@ -57,7 +76,7 @@ export function startAutoposter(options: AutoposterOptions): Autoposter {
       report(error);
       if (error instanceof ApiError && error.status === 401) stopped = true;
       if (error instanceof ApiError && error.status === 429 && error.retryAfter !== undefined) {
-        nextMs = Math.max(intervalMs, error.retryAfter * 1000);
+        nextMs = Math.min(MAX_AUTOPOST_INTERVAL_MS, Math.max(intervalMs, error.retryAfter * 1000));
       }
     }
     if (!stopped) timer = setTimeout(() => void post(), nextMs);

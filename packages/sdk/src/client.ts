@@ -8,7 +8,7 @@ import type {
   VoteCheckResult,
   VotesPage,
 } from "./contract.js";
-import { ApiError } from "./errors.js";
+import { ApiError, InvalidResponseError } from "./errors.js";
 import { type RetryOptions, type RetryPolicy, retryDelay, retryPolicy } from "./retry.js";
 
 export interface BotDirClientOptions {
@@ -63,6 +63,8 @@ export class BotDirClient {
   /** POST /stats: the server count (of the bot, or of one shard). */
   postStats(stats: StatsInput): Promise<StatsResponse> {
     return this.#request("POST", "/stats", {
+      // Setting the count twice sets the same count: safe to retry.
+      valid: (a) => typeof a.server_count === "number",
       body: {
         server_count: stats.serverCount,
         shard_id: stats.shardId,
@@ -74,12 +76,18 @@ export class BotDirClient {
 
   /** PUT /commands: replaces the whole command list (an empty array clears it). */
   putCommands(commands: readonly Command[]): Promise<CommandsResponse> {
-    return this.#request("PUT", "/commands", { body: { commands } });
+    return this.#request("PUT", "/commands", {
+      body: { commands },
+      valid: (a) => typeof a.count === "number",
+    });
   }
 
   /** GET /check: whether the user is inside the 12-hour vote window. */
   check(userId: string): Promise<VoteCheckResult> {
-    return this.#request("GET", "/check", { query: { userId } });
+    return this.#request("GET", "/check", {
+      query: { userId },
+      valid: (a) => typeof a.hasVoted === "boolean",
+    });
   }
 
   /** True when the user voted in the last 12 hours. */
@@ -89,14 +97,18 @@ export class BotDirClient {
 
   /** GET /votes: the newest votes, newest first (`limit` 1–100, server default 50). */
   async votes(options: { limit?: number } = {}): Promise<Vote[]> {
-    const page = await this.#request<{ votes: Vote[] }>("GET", "/votes", { query: { limit: options.limit } });
+    const page = await this.#request<{ votes: Vote[] }>("GET", "/votes", {
+      query: { limit: options.limit },
+      valid: (a) => Array.isArray(a.votes),
+    });
     return page.votes;
   }
 
   /**
    * Every vote at or after `since`, oldest first, page by page (`GET /votes?since=&cursor=`): for
-   * catching up after downtime. It ends at the newest vote the API lists (the last few seconds of
-   * the log are listed once they have settled); iterate again later from the last `voted_at`.
+   * catching up after downtime. It ends at the newest *settled* vote: a vote is listed only once it
+   * is 10 seconds old, so one cast just now is not there yet. Iterate again later from the last
+   * `voted_at`.
    */
   async *votesSince(
     since: Date | string,
@@ -107,6 +119,8 @@ export class BotDirClient {
     do {
       const page: VotesPage = await this.#request("GET", "/votes", {
         query: { since: sinceIso, cursor, limit: options.limit ?? 100 },
+        valid: (a) =>
+          Array.isArray(a.votes) && (a.nextCursor === undefined || typeof a.nextCursor === "string"),
       });
       yield* page.votes;
       cursor = page.nextCursor;
@@ -115,20 +129,35 @@ export class BotDirClient {
 
   /** GET /webhook/deliveries: the last ten delivery attempts, newest first. */
   async webhookDeliveries(): Promise<DeliveryAttempt[]> {
-    const list = await this.#request<{ attempts: DeliveryAttempt[] }>("GET", "/webhook/deliveries");
+    const list = await this.#request<{ attempts: DeliveryAttempt[] }>("GET", "/webhook/deliveries", {
+      valid: (a) => Array.isArray(a.attempts),
+    });
     return list.attempts;
   }
 
-  /** POST …/redeliver: sends a delivered or failed delivery again (a fresh series of attempts). */
+  /**
+   * POST …/redeliver: sends a delivered or failed delivery again (a fresh series of attempts). When
+   * an attempt got no answer (a timeout or a network error) or a 5xx and the retry is told the
+   * delivery is pending (409), an earlier attempt did start it: that is reported as started, with
+   * `series: null` (its number is unknown).
+   * A 2xx it cannot read is thrown at once (`InvalidResponseError`), never retried into a second series.
+   */
   redeliver(deliveryId: string): Promise<RedeliverResponse> {
-    return this.#request("POST", `/webhook/deliveries/${encodeURIComponent(deliveryId)}/redeliver`);
+    return this.#request("POST", `/webhook/deliveries/${encodeURIComponent(deliveryId)}/redeliver`, {
+      idempotent: false,
+      valid: (a) => typeof a.deliveryId === "string" && typeof a.series === "number",
+      afterLostAnswer: (error) =>
+        error.status === 409 ? { deliveryId, state: "pending" as const, series: null } : undefined,
+    });
   }
 
-  async #request<T>(
-    method: string,
-    path: string,
-    options: { query?: Query; body?: unknown } = {},
-  ): Promise<T> {
+  /**
+   * One call with the retry policy. A 2xx is accepted only when its body is JSON that `valid`
+   * recognises; otherwise it counts as a network error for an idempotent call (retried) and is thrown
+   * at once for the others. `afterLostAnswer` may turn an error into a result when an earlier
+   * attempt may have reached the server without its answer reaching us.
+   */
+  async #request<T>(method: string, path: string, options: RequestOptions<T>): Promise<T> {
     const url = this.#base + path + queryString(options.query);
     const headers: Record<string, string> = { authorization: this.#token, accept: "application/json" };
     let body: string | undefined;
@@ -136,8 +165,11 @@ export class BotDirClient {
       headers["content-type"] = "application/json";
       body = JSON.stringify(options.body);
     }
+    const idempotent = options.idempotent ?? true;
+    let answerLost = false;
     for (let attempt = 1; ; attempt++) {
       let response: Response;
+      let text: string;
       try {
         response = await this.#fetch(url, {
           method,
@@ -146,20 +178,75 @@ export class BotDirClient {
           signal: AbortSignal.timeout(this.#timeoutMs),
         });
       } catch (error) {
+        answerLost = true;
         const delay = retryDelay({ networkError: true }, attempt, this.#policy);
         if (delay === null) throw error;
         await sleep(delay);
         continue;
       }
-      const text = await response.text().catch(() => "");
-      const parsed = parseJson(text);
-      if (response.ok) return parsed as T;
-      const error = apiError(response, parsed);
+      if (response.ok) {
+        const read = await readAnswer(response, options.valid);
+        if (!(read instanceof InvalidResponseError)) return read as T;
+        answerLost = true;
+        const delay = idempotent ? retryDelay({ networkError: true }, attempt, this.#policy) : null;
+        if (delay === null) throw read;
+        await sleep(delay);
+        continue;
+      }
+      try {
+        text = await response.text();
+      } catch {
+        text = "";
+      }
+      const error = apiError(response, parseJson(text));
+      if (answerLost && options.afterLostAnswer) {
+        const result = options.afterLostAnswer(error);
+        if (result !== undefined) return result;
+      }
+      if (error.status >= 500) answerLost = true;
       const delay = retryDelay({ status: error.status, retryAfter: error.retryAfter }, attempt, this.#policy);
       if (delay === null) throw error;
       await sleep(delay);
     }
   }
+}
+
+interface RequestOptions<T> {
+  query?: Query;
+  body?: unknown;
+  /** Whether the answer's body is the call's: checked on the parsed JSON object. */
+  valid: (answer: Record<string, unknown>) => boolean;
+  /** Whether repeating the call is harmless (default true); decides the retry of an unreadable 2xx. */
+  idempotent?: boolean;
+  afterLostAnswer?: (error: ApiError) => T | undefined;
+}
+
+/** The parsed body of a 2xx, or why it cannot be used. */
+async function readAnswer(
+  response: Response,
+  valid: RequestOptions<unknown>["valid"],
+): Promise<unknown | InvalidResponseError> {
+  let text: string;
+  try {
+    text = await response.text();
+  } catch (cause) {
+    return new InvalidResponseError(response.status, `The ${response.status} answer could not be read.`, {
+      cause,
+    });
+  }
+  const parsed = parseJson(text);
+  if (
+    typeof parsed !== "object" ||
+    parsed === null ||
+    Array.isArray(parsed) ||
+    !valid(parsed as Record<string, unknown>)
+  ) {
+    return new InvalidResponseError(
+      response.status,
+      `The ${response.status} answer is not the expected JSON (${text.length} characters).`,
+    );
+  }
+  return parsed;
 }
 
 function queryString(query: Query | undefined): string {

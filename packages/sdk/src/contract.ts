@@ -16,8 +16,12 @@ import type {
   WebhookPayload,
 } from "@botdir/schema";
 
-/** A command as the chat platform describes it (name 1–32, description 1–100; other fields kept). */
-export type Command = CommandShape;
+/**
+ * A command as the chat platform describes it and the server accepts it (name 1–32, description
+ * 1–100; other fields kept): `description` is required except for context-menu commands (`type` 2,
+ * user, and 3, message), as the contract's refinement checks; without it the server answers 400.
+ */
+export type Command = CommandShape & ({ description: string } | { type: 2 | 3 });
 /** Answer of `putCommands`: `count` is the number of commands kept after de-duplication. */
 export type CommandsResponse = CommandsResponseShape;
 /** Answer of `postStats`: the count posted. */
@@ -30,7 +34,15 @@ export type Vote = VotesResponse["votes"][number];
 export type VotesPage = VotesPageShape;
 /** One webhook delivery attempt, as the bot's edit page lists it. */
 export type DeliveryAttempt = DeliveryAttemptShape;
-/** Answer of `redeliver`: the series just started. */
-export type RedeliverResponse = RedeliverResponseShape;
+/**
+ * Answer of `redeliver`: the series just started. `series` is `null` when the answer of the attempt
+ * that started it was lost (a timeout or 5xx) and the client's retry was told the delivery is
+ * pending (409): the redelivery did start, its number is not known.
+ */
+export type RedeliverResponse = {
+  deliveryId: RedeliverResponseShape["deliveryId"];
+  state: RedeliverResponseShape["state"];
+  series: RedeliverResponseShape["series"] | null;
+};
 /** The body of a `vote.create` webhook. */
 export type VoteEvent = WebhookPayload;

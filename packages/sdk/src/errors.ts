@@ -16,6 +16,22 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * A 2xx answer the client could not use: its body failed while it was read, is not JSON, or is not
+ * the shape the call returns (a proxy's page, a cut connection). Idempotent calls retry it like a
+ * network error before it is thrown; `redeliver` throws it at once (the redelivery may have started).
+ */
+export class InvalidResponseError extends Error {
+  override readonly name = "InvalidResponseError";
+  /** HTTP status code of the answer (2xx). */
+  readonly status: number;
+
+  constructor(status: number, message: string, options: { cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.status = status;
+  }
+}
+
 /** Why `verifyWebhook` refused a request. */
 export type WebhookVerificationReason =
   /** Neither Standard Webhooks headers (`webhook-id`, `-timestamp`, `-signature`) nor `X-Webhook-Signature-256`. */

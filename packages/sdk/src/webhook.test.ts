@@ -37,7 +37,7 @@ describe("verifyWebhook", () => {
       secret: SECRET,
       now: NOW,
     });
-    expect(verified).toEqual({ deliveryId: ID, scheme: "standard", event: JSON.parse(BODY) });
+    expect(verified).toEqual({ deliveryId: ID, scheme: "standard", event: JSON.parse(BODY), traceId: null });
     const asBytes = await verifyWebhook({
       body: Buffer.from(BODY),
       headers: new Headers(standard([SECRET])),
@@ -112,7 +112,7 @@ describe("verifyWebhook", () => {
       headers: legacy(SECRET),
       secret: [OLD_SECRET, SECRET],
     });
-    expect(verified).toEqual({ deliveryId: ID, scheme: "legacy", event: JSON.parse(BODY) });
+    expect(verified).toEqual({ deliveryId: ID, scheme: "legacy", event: JSON.parse(BODY), traceId: null });
     const wrongAuth = { ...legacy(SECRET), authorization: OLD_SECRET };
     expect(await reasonOf(verifyWebhook({ body: BODY, headers: wrongAuth, secret: SECRET }))).toBe(
       "invalid_authorization",
@@ -138,5 +138,55 @@ describe("verifyWebhook", () => {
     expect(
       await reasonOf(verifyWebhook({ body, headers: standard([SECRET], body), secret: SECRET, now: NOW })),
     ).toBe("invalid_body");
+  });
+
+  it("when toleranceSeconds is not a finite number ≥ 0 (an unset variable: NaN), then a TypeError, never an open window", async () => {
+    const old = standard([SECRET], BODY, new Date(NOW.getTime() - 3_600_000));
+    for (const toleranceSeconds of [Number.NaN, Number.POSITIVE_INFINITY, -1, "300" as unknown as number]) {
+      await expect(
+        verifyWebhook({ body: BODY, headers: old, secret: SECRET, now: NOW, toleranceSeconds }),
+      ).rejects.toThrow(TypeError);
+      // Refused on the legacy scheme too: the option is wrong whatever the request.
+      await expect(
+        verifyWebhook({ body: BODY, headers: legacy(SECRET), secret: SECRET, toleranceSeconds }),
+      ).rejects.toThrow(TypeError);
+    }
+    const exact = await verifyWebhook({
+      body: BODY,
+      headers: standard([SECRET]),
+      secret: SECRET,
+      now: NOW,
+      toleranceSeconds: 0,
+    });
+    expect(exact.deliveryId).toBe(ID);
+  });
+
+  it("when X-Webhook-Trace carries a W3C trace id, then traceId is it; absent or not 32 lowercase hex, null", async () => {
+    const trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const at = (value?: string) =>
+      verifyWebhook({
+        body: BODY,
+        headers:
+          value === undefined ? standard([SECRET]) : { ...standard([SECRET]), "X-Webhook-Trace": value },
+        secret: SECRET,
+        now: NOW,
+      }).then((v) => v.traceId);
+    expect(await at(trace)).toBe(trace);
+    expect(await at()).toBeNull();
+    for (const bad of [
+      trace.toUpperCase(),
+      `${trace}0`,
+      trace.slice(1),
+      `00-${trace}-00f067aa0ba902b7-01`,
+      "",
+    ]) {
+      expect(await at(bad)).toBeNull();
+    }
+    const viaLegacy = await verifyWebhook({
+      body: BODY,
+      headers: new Headers({ ...legacy(SECRET), "x-webhook-trace": trace }),
+      secret: SECRET,
+    });
+    expect(viaLegacy.traceId).toBe(trace);
   });
 });

@@ -37,7 +37,11 @@ export interface VerifyWebhookOptions {
   headers: WebhookHeaders;
   /** The webhook secret (`whsec_…`), or several (during a rotation: the new one and the old one). */
   secret: string | readonly string[];
-  /** Largest accepted distance between `webhook-timestamp` and this clock, in seconds (default 300). */
+  /**
+   * Largest accepted distance between `webhook-timestamp` and this clock, in seconds (default 300).
+   * A finite number ≥ 0, or `verifyWebhook` throws a `TypeError` (a `NaN` from an unset variable
+   * would otherwise turn the replay window off).
+   */
   toleranceSeconds?: number;
   /** The receiver's clock (default: now). */
   now?: Date;
@@ -50,13 +54,31 @@ export interface VerifiedWebhook {
   event: WebhookEvent;
   /** Which headers proved it: `standard` (signed timestamp) or `legacy` (`X-Webhook-Signature-256`). */
   scheme: "standard" | "legacy";
+  /**
+   * The W3C trace id of the directory's trace this delivery belongs to (`X-Webhook-Trace`, 32
+   * lowercase hex characters), to log beside your own work; `null` when the header is absent or
+   * malformed. It is not signed: use it to correlate, never to decide.
+   */
+  traceId: string | null;
 }
 
 export const DEFAULT_TOLERANCE_SECONDS = 300;
 
 const SECRET_PREFIX = "whsec_";
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const TRACE_ID = /^[0-9a-f]{32}$/;
 const utf8 = new TextEncoder();
+
+/** The tolerance to use: `toleranceSeconds` when it is a finite number ≥ 0, else a `TypeError`. */
+export function checkedTolerance(toleranceSeconds: number | undefined): number {
+  if (toleranceSeconds === undefined) return DEFAULT_TOLERANCE_SECONDS;
+  if (typeof toleranceSeconds !== "number" || !Number.isFinite(toleranceSeconds) || toleranceSeconds < 0) {
+    throw new TypeError(
+      `toleranceSeconds must be a finite number of seconds ≥ 0, not ${String(toleranceSeconds)}`,
+    );
+  }
+  return toleranceSeconds;
+}
 
 /**
  * Checks a webhook request and returns its event and delivery id; throws `WebhookVerificationError`
@@ -67,6 +89,7 @@ export async function verifyWebhook(options: VerifyWebhookOptions): Promise<Veri
     Boolean,
   );
   if (secrets.length === 0) throw new TypeError("verifyWebhook needs the webhook secret");
+  const tolerance = checkedTolerance(options.toleranceSeconds);
   const body = bytesOf(options.body);
   const id = header(options.headers, "webhook-id");
   const timestamp = header(options.headers, "webhook-timestamp");
@@ -81,7 +104,7 @@ export async function verifyWebhook(options: VerifyWebhookOptions): Promise<Veri
         "Missing webhook-id, webhook-timestamp or webhook-signature.",
       );
     }
-    await verifyStandard(secrets, body, id, timestamp, signatures, options);
+    await verifyStandard(secrets, body, id, timestamp, signatures, tolerance, options.now);
     deliveryId = id;
     scheme = "standard";
   } else {
@@ -89,7 +112,10 @@ export async function verifyWebhook(options: VerifyWebhookOptions): Promise<Veri
     deliveryId = header(options.headers, "x-webhook-delivery") ?? "";
     scheme = "legacy";
   }
-  return { deliveryId, event: parseEvent(body), scheme };
+  const event = parseEvent(body);
+  // Read last, once the request proved genuine (the receivers' tests rely on that order).
+  const trace = header(options.headers, "x-webhook-trace");
+  return { deliveryId, event, scheme, traceId: trace !== undefined && TRACE_ID.test(trace) ? trace : null };
 }
 
 async function verifyStandard(
@@ -98,13 +124,13 @@ async function verifyStandard(
   id: string,
   timestamp: string,
   signatures: string,
-  options: VerifyWebhookOptions,
+  tolerance: number,
+  clock: Date | undefined,
 ): Promise<void> {
   if (!/^\d{1,12}$/.test(timestamp)) {
     throw new WebhookVerificationError("malformed_timestamp", "webhook-timestamp must be Unix seconds.");
   }
-  const now = Math.floor((options.now ?? new Date()).getTime() / 1000);
-  const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
+  const now = Math.floor((clock ?? new Date()).getTime() / 1000);
   if (Math.abs(now - Number(timestamp)) > tolerance) {
     throw new WebhookVerificationError(
       "timestamp_out_of_tolerance",
