@@ -63,5 +63,12 @@ export {
 export type { RedisClient, RedisRole, RedisTarget } from "./redis.js";
 export { createRedis, FAIL_FAST_REDIS, groupBySlot, isCluster, parseClusterNodes } from "./redis.js";
 export type { HttpTimeouts, ServeOptions, Service, ServiceState } from "./serve.js";
-export { createHttpServer, DEFAULT_HTTP_TIMEOUTS, httpTimeoutsProblem, serve } from "./serve.js";
+export {
+  createHttpServer,
+  DEFAULT_HTTP_TIMEOUTS,
+  httpTimeoutsProblem,
+  ListenError,
+  serve,
+  serveOrExit,
+} from "./serve.js";
 export { TimeoutError, withTimeout } from "./timeout.js";
