@@ -1,5 +1,6 @@
 import { DEFAULT_QUEUE_PREFIX, DELIVERY_BATCH_MAX } from "@botdir/schema";
 import {
+  checkClusterQueuePrefix,
   checkHttpTimeouts,
   checkKeyRing,
   EnvFields,
@@ -64,6 +65,7 @@ export const IngestEnv = z
   .superRefine((env, ctx) => {
     checkHttpTimeouts(env, ctx);
     checkKeyRing(env, ctx, env.NODE_ENV !== "test");
+    checkClusterQueuePrefix(env, ctx);
     if (env.NODE_ENV === "test") return;
     if (!env.INTERNAL_API_KEY)
       ctx.addIssue({ code: "custom", path: ["INTERNAL_API_KEY"], message: "is required" });
@@ -89,7 +91,10 @@ export const CliEnv = z
     QUEUE_PREFIX: z.string().min(1).max(100).default(DEFAULT_QUEUE_PREFIX),
     WEBHOOK_SECRET_OVERLAP_MS: SecretOverlap,
   })
-  .superRefine((env, ctx) => checkKeyRing(env, ctx, false));
+  .superRefine((env, ctx) => {
+    checkKeyRing(env, ctx, false);
+    checkClusterQueuePrefix(env, ctx);
+  });
 export type CliEnv = z.output<typeof CliEnv>;
 
 export function loadCliEnv(source: Record<string, string | undefined> = process.env): CliEnv {

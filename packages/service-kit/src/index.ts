@@ -2,6 +2,7 @@ export type { Clock } from "./clock.js";
 export { ManualClock, systemClock } from "./clock.js";
 export type { KeyRingEnv } from "./env.js";
 export {
+  checkClusterQueuePrefix,
   checkHttpTimeouts,
   checkKeyRing,
   connectionsOf,
@@ -9,6 +10,7 @@ export {
   decodeEncryptionKey,
   EnvError,
   EnvFields,
+  hashTagOf,
   httpTimeoutsOf,
   keyRing,
   loadEnvOrExit,
