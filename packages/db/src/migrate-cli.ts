@@ -1,10 +1,10 @@
 // `pnpm --filter @botdir/db migrate`: applies pending migrations to DATABASE_DIRECT_URL, or to
 // DATABASE_URL when that is unset (the runner holds a session advisory lock, which a
 // transaction-pooling PgBouncer cannot keep).
-import { DEFAULT_DATABASE_URL } from "./defaults.js";
+import { migrationUrl } from "./defaults.js";
 import { migrate } from "./migrate.js";
 
-const url = process.env.DATABASE_DIRECT_URL || process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
+const url = migrationUrl(process.env);
 try {
   const result = await migrate(url);
   console.log(
