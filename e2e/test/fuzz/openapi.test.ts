@@ -264,6 +264,27 @@ function fuzzDocument(
   });
 }
 
+describe("the answer check", () => {
+  it("when a status is not documented, a 5xx comes, or a body does not match its status's schema, then it fails naming why", async () => {
+    const doc = await documentOf(api.port, "/api/v1/openapi.json", {});
+    const check = answerChecker(doc, "check-test.json");
+    const op = operationsOf(doc).find((o) => o.method === "GET" && o.path === "/api/v1/bots/{id}/check");
+    if (op === undefined) throw new Error("no check operation");
+    const req = { method: "GET", path: "/api/v1/bots/1/check", headers: {} };
+    const json = (status: number, body: unknown) => ({
+      status,
+      headers: { "content-type": "application/json; charset=utf-8" },
+      body: Buffer.from(JSON.stringify(body)),
+    });
+    const outside = { voted: 0, hasVoted: false, votedAt: null, nextVoteAt: null };
+    expect(() => check(op, req, json(200, outside))).not.toThrow();
+    expect(() => check(op, req, json(200, { ...outside, voted: 2 }))).toThrow(/does not match the document/);
+    expect(() => check(op, req, json(200, { voted: 0 }))).toThrow(/does not match the document/);
+    expect(() => check(op, req, json(409, { error: "Conflict." }))).toThrow(/status 409 is not one of/);
+    expect(() => check(op, req, json(500, { error: "Failed." }))).toThrow(/status 500/);
+  });
+});
+
 describe("requests generated from the OpenAPI documents", () => {
   fuzzDocument("the API", () => ({
     port: api.port,
