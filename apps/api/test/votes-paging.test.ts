@@ -215,6 +215,40 @@ describe("refusals of the paging parameters", () => {
     expect(res.body).toEqual({ error: "cursor belongs to another bot's vote log." });
   });
 
+  it("when the cursor is another bot's, then the vote log is not read (with or without an id in the path)", async () => {
+    const names: string[] = [];
+    const pool = h.t.db.pool;
+    const watched = new Proxy(pool, {
+      get(target, prop) {
+        if (prop === "query") {
+          return (query: unknown, ...rest: unknown[]) => {
+            names.push(
+              typeof query === "object" && query !== null ? String((query as { name?: string }).name) : "",
+            );
+            return (target.query as (...args: unknown[]) => unknown)(query, ...rest);
+          };
+        }
+        const value = Reflect.get(target, prop);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const watchedApp = h.app({ db: { ...h.t.db, pool: watched } });
+    const mine = await newBot();
+    const other = await newBot();
+    const cursor = Buffer.from(`1.${other.id}.1795262400000.5`).toString("base64url");
+    for (const path of [`/api/v1/bots/${mine.id}/votes`, "/api/v1/bots/votes"]) {
+      const res = await request(watchedApp).get(path).query({ cursor }).set(mine.auth);
+      expect(res.body).toEqual({ error: "cursor belongs to another bot's vote log." });
+    }
+    const own = await request(watchedApp)
+      .get("/api/v1/bots/votes")
+      .query({ cursor: Buffer.from(`1.${mine.id}.1795262400000.5`).toString("base64url") })
+      .set(mine.auth);
+    expect(own.status).toBe(200);
+    // The own cursor's page is the one read of the log.
+    expect(names.filter((name) => name === "api.votes-since")).toEqual(["api.votes-since"]);
+  });
+
   // The four inputs of issue 33: each once wrote a date PostgreSQL refuses and answered 500.
   const sinceRange = "since must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z (UTC).";
   const cursorAt = (id: string, ms: string) => Buffer.from(`1.${id}.${ms}.5`).toString("base64url");
