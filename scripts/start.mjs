@@ -9,10 +9,19 @@ import { loadDotEnv } from "./dotenv.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const envFile = `${root}.env`;
-loadDotEnv(envFile);
+const fromFile = loadDotEnv(envFile);
 
 function say(line) {
   process.stdout.write(`[start] ${line}\n`);
+}
+
+// `pnpm botctl` in another shell reads .env, not this shell: a local receiver allowed here only
+// would be refused by `botctl webhook set` and `webhook test` (refused_target).
+if (
+  process.env.WEBHOOK_ALLOW_PRIVATE_TARGETS !== undefined &&
+  !("WEBHOOK_ALLOW_PRIVATE_TARGETS" in fromFile)
+) {
+  say("WEBHOOK_ALLOW_PRIVATE_TARGETS is set in this shell only; put it in .env so pnpm botctl reads it too");
 }
 
 if (process.env.NODE_ENV !== "production") {

@@ -1,5 +1,5 @@
 import { createDb } from "@botdir/db";
-import { connectionsOf, createRedis, loggerOptions, serve, systemClock } from "@botdir/service-kit";
+import { connectionsOf, createRedis, loggerOptions, serveOrExit, systemClock } from "@botdir/service-kit";
 import { pino } from "pino";
 import { createApp } from "./app.js";
 import { loadEnv } from "./env.js";
@@ -30,14 +30,22 @@ tokens.start();
 const metrics = createApiMetrics({ processMetrics: true });
 // /readyz needs PostgreSQL only: without Redis the limiter fails open and the API still serves
 // (/api/health still reports Redis, as the spec's health of the service).
-const service = await serve({
+const service = await serveOrExit({
   logger,
   app: createApp({ db, redis, clock: systemClock, logger, metrics, tokens }),
   port: env.API_PORT,
+  portVariable: "API_PORT",
   timeouts: connections.httpTimeouts,
   readiness: { postgres: () => db.pool.query("SELECT 1") },
   metrics: metrics.registry,
-  extra: [{ name: "metrics", app: createMetricsApp(metrics.registry, logger), port: env.METRICS_PORT }],
+  extra: [
+    {
+      name: "metrics",
+      app: createMetricsApp(metrics.registry, logger),
+      port: env.METRICS_PORT,
+      portVariable: "METRICS_PORT",
+    },
+  ],
 });
 logger.info({ port: env.API_PORT, metricsPort: env.METRICS_PORT }, "api listening");
 

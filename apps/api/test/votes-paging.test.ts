@@ -206,6 +206,85 @@ describe("refusals of the paging parameters", () => {
     expect(res.body).toEqual({ error: "cursor is not a cursor this API issued." });
   });
 
+  it("when the route without an id gets another bot's cursor, then 400 with one sentence", async () => {
+    const mine = await newBot();
+    const other = await newBot();
+    const cursor = Buffer.from(`1.${other.id}.1795262400000.5`).toString("base64url");
+    const res = await request(app).get("/api/v1/bots/votes").query({ cursor }).set(mine.auth);
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: "cursor belongs to another bot's vote log." });
+  });
+
+  it("when the cursor is another bot's, then the vote log is not read (with or without an id in the path)", async () => {
+    const names: string[] = [];
+    const pool = h.t.db.pool;
+    const watched = new Proxy(pool, {
+      get(target, prop) {
+        if (prop === "query") {
+          return (query: unknown, ...rest: unknown[]) => {
+            names.push(
+              typeof query === "object" && query !== null ? String((query as { name?: string }).name) : "",
+            );
+            return (target.query as (...args: unknown[]) => unknown)(query, ...rest);
+          };
+        }
+        const value = Reflect.get(target, prop);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const watchedApp = h.app({ db: { ...h.t.db, pool: watched } });
+    const mine = await newBot();
+    const other = await newBot();
+    const cursor = Buffer.from(`1.${other.id}.1795262400000.5`).toString("base64url");
+    for (const path of [`/api/v1/bots/${mine.id}/votes`, "/api/v1/bots/votes"]) {
+      const res = await request(watchedApp).get(path).query({ cursor }).set(mine.auth);
+      expect(res.body).toEqual({ error: "cursor belongs to another bot's vote log." });
+    }
+    const own = await request(watchedApp)
+      .get("/api/v1/bots/votes")
+      .query({ cursor: Buffer.from(`1.${mine.id}.1795262400000.5`).toString("base64url") })
+      .set(mine.auth);
+    expect(own.status).toBe(200);
+    // The own cursor's page is the one read of the log.
+    expect(names.filter((name) => name === "api.votes-since")).toEqual(["api.votes-since"]);
+  });
+
+  // The four inputs of issue 33: each once wrote a date PostgreSQL refuses and answered 500.
+  const sinceRange = "since must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z (UTC).";
+  const cursorAt = (id: string, ms: string) => Buffer.from(`1.${id}.${ms}.5`).toString("base64url");
+  it.each([
+    ["since in year 0000", () => ({ since: "0000-01-01T00:00:00Z" }), sinceRange],
+    [
+      "since in year 0000 at +14:00 (year -1 in UTC)",
+      () => ({ since: "0000-01-01T00:00:00+14:00" }),
+      sinceRange,
+    ],
+    [
+      "since in year 9999 at -14:00 (year 10000 in UTC)",
+      () => ({ since: "9999-12-31T23:59:59-14:00" }),
+      sinceRange,
+    ],
+    [
+      "a cursor at 999999999999999 ms",
+      (id: string) => ({ cursor: cursorAt(id, "999999999999999") }),
+      "cursor is not a cursor this API issued.",
+    ],
+  ])("when the input is %s, then 400 with one sentence", async (_what, query, error) => {
+    const { id, auth } = await newBot();
+    const res = await votes(id, auth, query(id));
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error });
+  });
+
+  it("when since is at either end of the readable years, then 200", async () => {
+    const { id, auth } = await newBot();
+    const all = await seedVotes(id, 2);
+    expect((await votes(id, auth, { since: "0001-01-01T00:00:00Z" })).body).toEqual({ votes: all });
+    expect((await votes(id, auth, { since: "9999-12-31T23:59:59.999Z" })).body).toEqual({ votes: [] });
+    const lateCursor = Buffer.from(`1.${id}.253402300799999.5`).toString("base64url");
+    expect((await votes(id, auth, { cursor: lateCursor })).body).toEqual({ votes: [] });
+  });
+
   it("when the cursor is empty, then 400", async () => {
     const { id, auth } = await newBot();
     const res = await votes(id, auth, { cursor: "" });

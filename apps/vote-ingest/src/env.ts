@@ -1,5 +1,6 @@
 import { DEFAULT_QUEUE_PREFIX, DELIVERY_BATCH_MAX } from "@botdir/schema";
 import {
+  checkClusterQueuePrefix,
   checkHttpTimeouts,
   checkKeyRing,
   EnvFields,
@@ -19,6 +20,14 @@ const SecretOverlap = z.coerce
   .max(30 * 86_400_000)
   .default(86_400_000);
 
+/** Deadline of the DNS check of a webhook URL being saved (the dispatcher checks again). */
+const DnsTimeout = z.coerce.number().int().min(50).max(60_000).default(3_000);
+/** Nameservers for that check instead of /etc/resolv.conf's (comma-separated ip[:port]). */
+const DnsServers = EnvFields.list(
+  isDnsServerAddress,
+  "must be comma-separated IP addresses (optionally :port)",
+).optional();
+
 export const IngestEnv = z
   .object({
     ...ServiceEnvFields,
@@ -36,13 +45,8 @@ export const IngestEnv = z
     /** A ring of one (the variable before the key ring); exclusive with SECRET_ENCRYPTION_KEYS. */
     SECRET_ENCRYPTION_KEY: EnvFields.encryptionKey.optional(),
     WEBHOOK_ALLOW_PRIVATE_TARGETS: EnvFields.boolean(false),
-    /** Deadline of the DNS check of a webhook URL being saved (the dispatcher checks again). */
-    WEBHOOK_DNS_TIMEOUT_MS: z.coerce.number().int().min(50).max(60_000).default(3_000),
-    /** Nameservers for that check instead of /etc/resolv.conf's (comma-separated ip[:port]). */
-    WEBHOOK_DNS_SERVERS: EnvFields.list(
-      isDnsServerAddress,
-      "must be comma-separated IP addresses (optionally :port)",
-    ).optional(),
+    WEBHOOK_DNS_TIMEOUT_MS: DnsTimeout,
+    WEBHOOK_DNS_SERVERS: DnsServers,
     /** How often the outbox relay looks for deliveries to hand to the queue. */
     OUTBOX_RELAY_INTERVAL_MS: z.coerce.number().int().min(50).max(600_000).default(1_000),
     /** A pending delivery due this long ago without progress is handed off again (lost job). */
@@ -64,6 +68,7 @@ export const IngestEnv = z
   .superRefine((env, ctx) => {
     checkHttpTimeouts(env, ctx);
     checkKeyRing(env, ctx, env.NODE_ENV !== "test");
+    checkClusterQueuePrefix(env, ctx);
     if (env.NODE_ENV === "test") return;
     if (!env.INTERNAL_API_KEY)
       ctx.addIssue({ code: "custom", path: ["INTERNAL_API_KEY"], message: "is required" });
@@ -75,7 +80,11 @@ export function loadEnv(source: Record<string, string | undefined> = process.env
   return loadEnvOrExit(IngestEnv, source);
 }
 
-/** botctl needs the stores and the encryption key, not the listener or the internal key. */
+/**
+ * botctl needs the stores, the encryption key and the rules a webhook URL is checked and tested
+ * by (the same variables as vote-ingest's, so both treat a URL alike), not the listener or the
+ * internal key. `pnpm botctl` reads the repo's `.env` as `pnpm start` does.
+ */
 export const CliEnv = z
   .object({
     DATABASE_URL: EnvFields.DATABASE_URL,
@@ -86,10 +95,15 @@ export const CliEnv = z
     SECRET_ENCRYPTION_KEYS: EnvFields.encryptionKeys.optional(),
     SECRET_ENCRYPTION_KEY: EnvFields.encryptionKey.optional(),
     WEBHOOK_ALLOW_PRIVATE_TARGETS: EnvFields.boolean(false),
+    WEBHOOK_DNS_TIMEOUT_MS: DnsTimeout,
+    WEBHOOK_DNS_SERVERS: DnsServers,
     QUEUE_PREFIX: z.string().min(1).max(100).default(DEFAULT_QUEUE_PREFIX),
     WEBHOOK_SECRET_OVERLAP_MS: SecretOverlap,
   })
-  .superRefine((env, ctx) => checkKeyRing(env, ctx, false));
+  .superRefine((env, ctx) => {
+    checkKeyRing(env, ctx, false);
+    checkClusterQueuePrefix(env, ctx);
+  });
 export type CliEnv = z.output<typeof CliEnv>;
 
 export function loadCliEnv(source: Record<string, string | undefined> = process.env): CliEnv {

@@ -1,5 +1,5 @@
 import { createDb } from "@botdir/db";
-import { connectionsOf, createRedis, loggerOptions, serve, systemClock } from "@botdir/service-kit";
+import { connectionsOf, createRedis, loggerOptions, serveOrExit, systemClock } from "@botdir/service-kit";
 import { createDnsResolver } from "@botdir/webhook-targets";
 import { pino } from "pino";
 import { createApp } from "./app.js";
@@ -33,7 +33,7 @@ const relay = createOutboxRelay({
 
 const metrics = createIngestMetrics({ outbox: relay }, { processMetrics: true });
 // /readyz needs PostgreSQL only: a vote is recorded without Redis (the relay hands it off later).
-const service = await serve({
+const service = await serveOrExit({
   logger,
   app: createApp({
     db,
@@ -53,6 +53,7 @@ const service = await serve({
     metrics,
   }),
   port: env.INGEST_PORT,
+  portVariable: "INGEST_PORT",
   timeouts: connections.httpTimeouts,
   readiness: { postgres: () => db.pool.query("SELECT 1") },
   metrics: metrics.registry,

@@ -1,5 +1,5 @@
 import { parseEnv } from "@botdir/service-kit";
-import { IngestEnv } from "../src/env.js";
+import { CliEnv, IngestEnv } from "../src/env.js";
 
 const base = {
   NODE_ENV: "production",
@@ -45,5 +45,21 @@ describe("vote-ingest environment", () => {
     for (const bad of ["0", "33", "4.5", "many"]) {
       expect(() => env(bad)).toThrow(/^Invalid environment: DELIVERY_JOB_BATCH_MAX /);
     }
+  });
+
+  it("when REDIS_CLUSTER_NODES is set and QUEUE_PREFIX has no {hash tag}, then vote-ingest and botctl refuse to start with one line", () => {
+    const cluster = { ...base, INTERNAL_API_KEY: "k".repeat(32), REDIS_CLUSTER_NODES: "10.0.0.1:6379" };
+    const line =
+      "Invalid environment: QUEUE_PREFIX must contain a {hash tag}, e.g. {botdir}, when REDIS_CLUSTER_NODES is set.";
+    for (const prefix of ["botdir", "{}botdir", "bot}dir{"]) {
+      expect(() => parseEnv(IngestEnv, { ...cluster, QUEUE_PREFIX: prefix })).toThrow(line);
+      expect(() => parseEnv(CliEnv, { ...cluster, QUEUE_PREFIX: prefix })).toThrow(line);
+    }
+    expect(parseEnv(IngestEnv, cluster).QUEUE_PREFIX).toBe("{botdir}");
+    expect(parseEnv(IngestEnv, { ...cluster, QUEUE_PREFIX: "staging{q}" }).QUEUE_PREFIX).toBe("staging{q}");
+    // One Redis server has no slots: any prefix works there.
+    expect(
+      parseEnv(IngestEnv, { ...base, INTERNAL_API_KEY: "k".repeat(32), QUEUE_PREFIX: "botdir" }).QUEUE_PREFIX,
+    ).toBe("botdir");
   });
 });

@@ -15,7 +15,8 @@ import type { Resolver } from "@botdir/webhook-targets";
 import type { Express } from "express";
 import { Webhook } from "standardwebhooks";
 import request from "supertest";
-import { runBotctl } from "../src/cli/botctl.js";
+import { REFUSED_TARGET_HINT, runBotctl } from "../src/cli/botctl.js";
+import { CliEnv } from "../src/env.js";
 import { useIngestApp } from "./support/votes.js";
 
 const KEY = `internal-${randomBytes(16).toString("hex")}`;
@@ -306,6 +307,25 @@ describe("botctl", () => {
     });
   });
 
+  it("when the webhook is a local receiver and botctl runs without WEBHOOK_ALLOW_PRIVATE_TARGETS, then the refused test names the variable", async () => {
+    const { id } = await botWithWebhook();
+    const before = received.length;
+    const { WEBHOOK_ALLOW_PRIVATE_TARGETS: _allowed, ...withoutIt } = env();
+    const tested = await runBotctl(["webhook", "test", id], withoutIt);
+    expect(tested).toEqual({
+      code: 0,
+      output: {
+        delivered: false,
+        statusCode: null,
+        errorKind: "refused_target",
+        durationMs: expect.any(Number),
+        hint: REFUSED_TARGET_HINT,
+      },
+    });
+    expect(REFUSED_TARGET_HINT).toContain("WEBHOOK_ALLOW_PRIVATE_TARGETS=true");
+    expect(received.length).toBe(before);
+  });
+
   it("when --help is given, then every command is listed on stdout and the exit code is 0", async () => {
     const root = path.resolve(import.meta.dirname, "../../..");
     const { stdout } = await promisify(execFile)(
@@ -329,5 +349,8 @@ describe("botctl", () => {
     ]) {
       expect(stdout).toContain(`botctl ${command}`);
     }
+    // Every variable botctl reads is named, and the .env it shares with pnpm start.
+    for (const variable of Object.keys(CliEnv.shape)) expect(stdout).toMatch(new RegExp(`\\b${variable}\\b`));
+    expect(stdout).toContain(".env");
   });
 });

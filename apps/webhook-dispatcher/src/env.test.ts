@@ -80,4 +80,14 @@ describe("dispatcher environment", () => {
       parseEnv(DispatcherEnv, { SECRET_ENCRYPTION_KEY: key, WEBHOOK_DNS_SERVERS: "dns.example" }),
     ).toThrow(/WEBHOOK_DNS_SERVERS/);
   });
+
+  it("when REDIS_CLUSTER_NODES is set and QUEUE_PREFIX has no {hash tag}, then start-up is refused with one line", () => {
+    const cluster = { SECRET_ENCRYPTION_KEY: key, REDIS_CLUSTER_NODES: "10.0.0.1:6379,10.0.0.2:6379" };
+    expect(() => parseEnv(DispatcherEnv, { ...cluster, QUEUE_PREFIX: "botdir" })).toThrow(
+      "Invalid environment: QUEUE_PREFIX must contain a {hash tag}, e.g. {botdir}, when REDIS_CLUSTER_NODES is set.",
+    );
+    expect(parseEnv(DispatcherEnv, { ...cluster, QUEUE_PREFIX: "{botdir-staging}" }).QUEUE_PREFIX).toBe(
+      "{botdir-staging}",
+    );
+  });
 });

@@ -1,5 +1,6 @@
 import { DEFAULT_QUEUE_PREFIX } from "@botdir/schema";
 import {
+  checkClusterQueuePrefix,
   checkHttpTimeouts,
   checkKeyRing,
   EnvFields,
@@ -113,6 +114,7 @@ export const DispatcherEnv = z
   .superRefine((env, ctx) => {
     checkKeyRing(env, ctx, true);
     checkDnsDeadline(env, ctx);
+    checkClusterQueuePrefix(env, ctx);
   });
 export type DispatcherEnv = z.output<typeof DispatcherEnv>;
 

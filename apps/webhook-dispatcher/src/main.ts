@@ -1,6 +1,13 @@
 import { createDb, createSecretBox } from "@botdir/db";
 import { QUEUES } from "@botdir/schema";
-import { connectionsOf, createRedis, keyRing, loggerOptions, serve, systemClock } from "@botdir/service-kit";
+import {
+  connectionsOf,
+  createRedis,
+  keyRing,
+  loggerOptions,
+  serveOrExit,
+  systemClock,
+} from "@botdir/service-kit";
 import { Queue } from "bullmq";
 import { pino } from "pino";
 import { createHttpApp } from "./app.js";
@@ -75,10 +82,11 @@ const retention =
     : undefined;
 
 // /readyz needs PostgreSQL and Redis: without Redis a dispatcher has no jobs to take.
-const service = await serve({
+const service = await serveOrExit({
   logger,
   app: createHttpApp({ db, redis, logger, metrics }),
   port: env.DISPATCHER_PORT,
+  portVariable: "DISPATCHER_PORT",
   timeouts: connections.httpTimeouts,
   readiness: { postgres: () => db.pool.query("SELECT 1"), redis: () => metricsRedis.ping() },
   metrics: metrics.registry,

@@ -1,6 +1,6 @@
 export type { Db, DbOptions, DedicatedConnection, PreparedStatements } from "./client.js";
 export { createDb, isStatementNameError } from "./client.js";
-export { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL } from "./defaults.js";
+export { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL, MIGRATION_ENV, migrationUrl } from "./defaults.js";
 export type { AttemptView, DeliveryStateName, RedeliverResult } from "./deliveries.js";
 export { ATTEMPTS_SHOWN, isDeliveryId, listRecentAttempts, newDeliveryId, redeliver } from "./deliveries.js";
 export { isRetryableConflict } from "./errors.js";

@@ -1,11 +1,11 @@
 // `pnpm --filter @botdir/db migrate`: applies pending migrations to DATABASE_DIRECT_URL, or to
 // DATABASE_URL when that is unset (the runner holds a session advisory lock, which a
 // transaction-pooling PgBouncer cannot keep).
-import { DEFAULT_DATABASE_URL } from "./defaults.js";
+import { migrationUrl } from "./defaults.js";
 import { migrate } from "./migrate.js";
 
+const url = migrationUrl(process.env);
 const name = process.env.DATABASE_DIRECT_URL ? "DATABASE_DIRECT_URL" : "DATABASE_URL";
-const url = process.env.DATABASE_DIRECT_URL || process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
 // libpq's multi-host form (the apps' env check refuses it with the same line): node-postgres
 // would stop here with "Invalid URL".
 const hosts = /^postgres(?:ql)?:\/\/([^/?#]*)/.exec(url)?.[1]?.split("@").at(-1) ?? "";

@@ -49,6 +49,22 @@ export const VOTE_CURSOR_MAX_LENGTH = 200;
 const firstValue = (v: unknown) => (Array.isArray(v) ? v[0] : v);
 
 /**
+ * The instants a vote-log read accepts (`since`, a cursor's position), UTC: years 0001 to 9999.
+ * Outside them `toISOString()` writes a year PostgreSQL refuses (`0000`, `-000001`, `+010000`),
+ * so such an input is a 400 before any query.
+ */
+export const VOTE_TIME_RANGE = {
+  min: Date.parse("0001-01-01T00:00:00.000Z"),
+  max: Date.parse("9999-12-31T23:59:59.999Z"),
+  text: "between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z (UTC)",
+} as const;
+
+/** Whether `ms` (epoch milliseconds) is an instant the vote log can be read from. */
+export function isVoteLogTime(ms: number): boolean {
+  return Number.isFinite(ms) && ms >= VOTE_TIME_RANGE.min && ms <= VOTE_TIME_RANGE.max;
+}
+
+/**
  * GET /votes with `since` and/or `cursor`: the votes at or after `since` and after the cursor's
  * vote (both apply when both are given), oldest first. `cursor` is opaque here; the API decodes it.
  */
@@ -60,6 +76,7 @@ export const VotesPageQuery = z.looseObject({
         offset: true,
         message: "must be an ISO 8601 date-time with a time zone, e.g. 2026-11-21T12:00:00.000Z",
       })
+      .refine((since) => isVoteLogTime(Date.parse(since)), `must be ${VOTE_TIME_RANGE.text}`)
       .optional(),
   ),
   cursor: z.preprocess(

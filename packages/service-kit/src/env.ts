@@ -186,6 +186,33 @@ export function checkHttpTimeouts(
 }
 
 /**
+ * The hash tag Redis Cluster hashes a key by: the text between the first `{` and the first `}`
+ * after it, when not empty (null otherwise, and the whole key is hashed).
+ */
+export function hashTagOf(key: string): string | null {
+  const open = key.indexOf("{");
+  const close = open === -1 ? -1 : key.indexOf("}", open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : null;
+}
+
+/**
+ * superRefine step of an env with QUEUE_PREFIX: on a Redis Cluster every key of a BullMQ queue
+ * must hash to one slot, which only a `{hash tag}` in the prefix ensures; without one the queue
+ * fails at run time with CROSSSLOT, so the start is refused instead.
+ */
+export function checkClusterQueuePrefix(
+  env: { REDIS_CLUSTER_NODES?: string | undefined; QUEUE_PREFIX: string },
+  ctx: z.RefinementCtx,
+): void {
+  if (env.REDIS_CLUSTER_NODES === undefined || hashTagOf(env.QUEUE_PREFIX) !== null) return;
+  ctx.addIssue({
+    code: "custom",
+    path: ["QUEUE_PREFIX"],
+    message: "must contain a {hash tag}, e.g. {botdir}, when REDIS_CLUSTER_NODES is set",
+  });
+}
+
+/**
  * Strict decoding of a 32-byte key: 64 hex characters, or base64/base64url of exactly 32 bytes
  * (43 characters, or 44 ending in one `=`), canonical. The one decoder of SECRET_ENCRYPTION_KEY(S):
  * the apps hand the decoded ring (keyRing) to @botdir/db's createSecretBox.

@@ -2,6 +2,7 @@ export type { Clock } from "./clock.js";
 export { ManualClock, systemClock } from "./clock.js";
 export type { KeyRingEnv } from "./env.js";
 export {
+  checkClusterQueuePrefix,
   checkHttpTimeouts,
   checkKeyRing,
   connectionsOf,
@@ -9,6 +10,7 @@ export {
   decodeEncryptionKey,
   EnvError,
   EnvFields,
+  hashTagOf,
   httpTimeoutsOf,
   keyRing,
   loadEnvOrExit,
@@ -63,5 +65,12 @@ export {
 export type { RedisClient, RedisRole, RedisTarget } from "./redis.js";
 export { createRedis, FAIL_FAST_REDIS, groupBySlot, isCluster, parseClusterNodes } from "./redis.js";
 export type { HttpTimeouts, ServeOptions, Service, ServiceState } from "./serve.js";
-export { createHttpServer, DEFAULT_HTTP_TIMEOUTS, httpTimeoutsProblem, serve } from "./serve.js";
+export {
+  createHttpServer,
+  DEFAULT_HTTP_TIMEOUTS,
+  httpTimeoutsProblem,
+  ListenError,
+  serve,
+  serveOrExit,
+} from "./serve.js";
 export { TimeoutError, withTimeout } from "./timeout.js";

@@ -4,7 +4,7 @@ import { z } from "zod";
 import { checkHttpTimeouts, EnvFields, httpTimeoutsOf, parseEnv } from "./env.js";
 import { closeServer } from "./http.js";
 import { createMetricsRegistry } from "./metrics.js";
-import { createHttpServer, DEFAULT_HTTP_TIMEOUTS, type Service, serve } from "./serve.js";
+import { createHttpServer, DEFAULT_HTTP_TIMEOUTS, ListenError, type Service, serve } from "./serve.js";
 import { silentLogger } from "./testing.js";
 
 let service: Service;
@@ -21,6 +21,7 @@ beforeAll(async () => {
       res.end("app");
     },
     port: 0,
+    portVariable: "TEST_PORT",
     host: "127.0.0.1",
     timeouts: { keepAliveMs: 200, headersMs: 400, requestMs: 1_000 },
     readiness: {
@@ -233,5 +234,63 @@ describe("closeServer: no reset for a request already on its way", () => {
 
     expect(await conn.closed).toEqual({});
     expect(server.listening).toBe(false);
+  });
+});
+
+describe("serve(): a port that cannot be bound", () => {
+  const taken = async () => {
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+    return { holder, port: (holder.address() as net.AddressInfo).port };
+  };
+  const options = (port: number, extraPort: number) => ({
+    logger: silentLogger,
+    app: (_req: http.IncomingMessage, res: http.ServerResponse) => res.end("app"),
+    port,
+    portVariable: "MAIN_PORT",
+    host: "127.0.0.1",
+    timeouts: DEFAULT_HTTP_TIMEOUTS,
+    readiness: {},
+    extra: [
+      {
+        name: "metrics",
+        app: (_req: http.IncomingMessage, res: http.ServerResponse) => res.end(),
+        port: extraPort,
+        portVariable: "METRICS_PORT",
+        host: "127.0.0.1",
+      },
+    ],
+  });
+
+  it("when the main port is in use, then one line naming its variable and the port", async () => {
+    const { holder, port } = await taken();
+    try {
+      const started = serve(options(port, 0));
+      await expect(started).rejects.toThrow(ListenError);
+      await expect(started).rejects.toThrow(`MAIN_PORT ${port} on 127.0.0.1 is already in use.`);
+    } finally {
+      holder.close();
+    }
+  });
+
+  it("when an extra listener's port is in use, then it is named and the main listener is released", async () => {
+    const { holder, port } = await taken();
+    const main = await taken();
+    const mainPort = main.port;
+    await new Promise((resolve) => main.holder.close(resolve));
+    try {
+      await expect(serve(options(mainPort, port))).rejects.toThrow(
+        `METRICS_PORT ${port} on 127.0.0.1 is already in use.`,
+      );
+      // The main listener bound before the failure no longer holds its port.
+      const again = net.createServer();
+      await new Promise<void>((resolve, reject) => {
+        again.once("error", reject);
+        again.listen(mainPort, "127.0.0.1", resolve);
+      });
+      again.close();
+    } finally {
+      holder.close();
+    }
   });
 });

@@ -74,6 +74,8 @@ export interface ServeOptions {
   /** The app (an Express app is a request listener). */
   app: RequestListener;
   port: number;
+  /** The variable `port` comes from, named when it cannot be bound (e.g. `API_PORT`). */
+  portVariable: string;
   host?: string;
   timeouts: HttpTimeouts;
   /** What `/readyz` requires besides "not draining" (e.g. PostgreSQL; Redis only where needed). */
@@ -81,13 +83,33 @@ export interface ServeOptions {
   /** How long `/readyz` results are reused: the probe costs one query per interval, not per call. */
   readinessCacheMs?: number;
   /** More listeners started with the main one and closed with it (the API's metrics port). */
-  extra?: { name: string; app: RequestListener; port: number; host?: string }[];
+  extra?: { name: string; app: RequestListener; port: number; portVariable: string; host?: string }[];
   /**
    * The app's metrics registry: `botdir_ready` is added to it, 1 when `/readyz` would answer 200
    * (read at scrape time through the same cached checks), 0 while starting, draining or a readiness
    * check fails. `up` only says that the scrape answered; alerts need readiness itself.
    */
   metrics?: Registry;
+}
+
+/** A listener that could not be bound; the message is one line naming the variable and the port. */
+export class ListenError extends Error {}
+
+const LISTEN_PROBLEMS: Record<string, string> = {
+  EADDRINUSE: "is already in use",
+  EACCES: "is not allowed for this user (permission denied)",
+  EADDRNOTAVAIL: "cannot be bound: the address is not available on this machine",
+};
+
+/** Binds `server`, or throws the ListenError naming `variable` and the port. */
+async function bind(server: Server, port: number, variable: string, host?: string): Promise<void> {
+  try {
+    await listen(server, port, host);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? "";
+    const problem = LISTEN_PROBLEMS[code] ?? `cannot be bound (${code || describeError(error)})`;
+    throw new ListenError(`${variable} ${port}${host ? ` on ${host}` : ""} ${problem}.`);
+  }
 }
 
 export interface Service {
@@ -184,13 +206,20 @@ export async function serve(options: ServeOptions): Promise<Service> {
     ...l,
     server: createHttpServer(wrap(l.app, false), options.timeouts),
   }));
-  await listen(server, options.port, options.host);
-  for (const l of extra) await listen(l.server, l.port, l.host);
-  state = "ready";
-
   const close = async () => {
     await Promise.all([closeServer(server), ...extra.map((l) => closeServer(l.server))]);
   };
+  try {
+    await bind(server, options.port, options.portVariable, options.host);
+    for (const l of extra) await bind(l.server, l.port, l.portVariable, l.host);
+  } catch (error) {
+    // The listeners already bound are released, so a caller that goes on leaves no port held.
+    await Promise.all(
+      [server, ...extra.map((l) => l.server)].filter((s) => s.listening).map((s) => closeServer(s)),
+    );
+    throw error;
+  }
+  state = "ready";
 
   return {
     server,
@@ -228,4 +257,18 @@ export async function serve(options: ServeOptions): Promise<Service> {
       process.once("SIGINT", () => void stop("SIGINT"));
     },
   };
+}
+
+/**
+ * serve() for main.ts: a listener that cannot be bound prints its one line to stderr (e.g.
+ * `METRICS_PORT 9464 is already in use.`) and exits 1, like a bad variable, with no stack trace.
+ */
+export async function serveOrExit(options: ServeOptions): Promise<Service> {
+  try {
+    return await serve(options);
+  } catch (error) {
+    if (!(error instanceof ListenError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    process.exit(1);
+  }
 }

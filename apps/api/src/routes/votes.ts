@@ -7,7 +7,8 @@
  * after the cursor's position (both apply when both are given), OLDEST first, with `nextCursor`
  * while more follow. Only votes older than VOTE_CURSOR_SETTLE_MS are listed this way, so that a
  * vote committed late can never fall behind a cursor. Same rate limit as the plain list; a bad
- * `since` or cursor, or another bot's cursor, is a 400 after 401/404/429.
+ * `since` or cursor (a date outside years 0001..9999 included), or another bot's cursor, is a 400
+ * after 401/404/429, decided before the log is read.
  */
 import {
   ApiError,
@@ -55,6 +56,23 @@ function readPageRequest(query: unknown): PageRequest {
   };
 }
 
+/**
+ * A cursor is bound to one bot's log, and is refused before that log is read. With an id in the
+ * path, the query that follows serves only that bot (admit's 404 otherwise), so a cursor of another
+ * id is refused now; without one (top.gg-style route), the token's bot is looked up first. An
+ * unknown token passes here and gets its 401 from the query.
+ */
+async function requireCursorOfThisLog(
+  ctx: ApiContext,
+  cursor: VoteCursor | null,
+  tokenHash: string,
+  pathId: string | undefined,
+): Promise<void> {
+  if (cursor === null) return;
+  const botId = pathId ?? (await ctx.authenticate(tokenHash));
+  if (botId !== null) requireOwnCursor(cursor, botId);
+}
+
 /** The since/cursor answer, after limitFirst (`first`): a page oldest first, with nextCursor. */
 async function sendVotePage(
   ctx: ApiContext,
@@ -66,6 +84,7 @@ async function sendVotePage(
   let request: PageRequest;
   try {
     request = readPageRequest(req.query);
+    await requireCursorOfThisLog(ctx, request.cursor, tokenHash, req.params.id);
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
     // The 400 comes after 401, 404 and 429: the token is still looked up and counted.
@@ -78,7 +97,6 @@ async function sendVotePage(
   const page = await listVotesSince(ctx.db, tokenHash, { ...request.range, until });
   const rate = await countConfirmed(ctx, "votes", tokenHash, first, page?.botId ?? null);
   const botId = admit(res, { tokenBotId: page?.botId ?? null, pathId: req.params.id, rate });
-  requireOwnCursor(request.cursor, botId);
   const body: VotesPage = { votes: page?.votes ?? [] };
   if (page?.next) body.nextCursor = encodeVoteCursor({ botId, ...page.next });
   sendJson(res, body);

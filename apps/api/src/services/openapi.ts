@@ -178,7 +178,7 @@ const sinceParam = {
   in: "query",
   required: false,
   description:
-    "Catching up: the votes at or after this instant, OLDEST first, paged with `nextCursor`. An ISO 8601 date-time with a time zone (`Z` or an offset).",
+    "Catching up: the votes at or after this instant, OLDEST first, paged with `nextCursor`. An ISO 8601 date-time with a time zone (`Z` or an offset), in the years 0001 to 9999 once converted to UTC.",
   schema: { type: "string", format: "date-time" },
   example: "2026-11-21T12:00:00.000Z",
 };
@@ -285,7 +285,7 @@ function buildPaths(): JsonObject {
     response: "VotesPage",
     errors: [400, 401, 404, 429],
     errorNotes: {
-      400: "Only with `since` or `cursor`: `since` is not an ISO 8601 date-time with a time zone, the cursor is malformed, or it is another bot's.",
+      400: "Only with `since` or `cursor`: `since` is not an ISO 8601 date-time with a time zone or lies outside the years 0001 to 9999 (UTC), the cursor is malformed, or it is another bot's.",
     },
     errorExamples: { 400: CURSOR_MESSAGES.foreign },
     examples: {

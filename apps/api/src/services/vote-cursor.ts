@@ -5,7 +5,7 @@
  * no secret and needs none: it can only select a position in the holder's own log, and a cursor
  * of another bot is refused rather than read against this one.
  */
-import { ApiError } from "@botdir/schema";
+import { ApiError, isVoteLogTime } from "@botdir/schema";
 
 export interface VoteCursor {
   botId: string;
@@ -36,8 +36,8 @@ export function decodeVoteCursor(raw: string): VoteCursor {
     throw new ApiError("bad_request", CURSOR_MESSAGES.malformed);
   }
   const votedAtMs = Number(ms);
-  if (Number.isNaN(new Date(votedAtMs).getTime()))
-    throw new ApiError("bad_request", CURSOR_MESSAGES.malformed);
+  // A position outside the years the log can be read from points nowhere: refused before any query.
+  if (!isVoteLogTime(votedAtMs)) throw new ApiError("bad_request", CURSOR_MESSAGES.malformed);
   return { botId, votedAtMs, id };
 }
 

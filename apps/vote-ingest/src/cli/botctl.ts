@@ -7,8 +7,10 @@ import { pathToFileURL } from "node:url";
 import { createDb, type Db } from "@botdir/db";
 import { ApiError, BotId, parseOrThrow, UserId } from "@botdir/schema";
 import { EnvError, systemClock } from "@botdir/service-kit";
-import { type CliEnv, loadCliEnv } from "../env.js";
+import { createDnsResolver } from "@botdir/webhook-targets";
+import { CliEnv, loadCliEnv } from "../env.js";
 import { createListings, secretBoxFromEnv } from "../services/listings.js";
+import type { TestOutcome } from "../services/webhook-test.js";
 import { redeliverFromCli } from "./redeliver.js";
 import { reencryptSecrets } from "./reencrypt.js";
 import { castVoteFromCli } from "./vote-cast.js";
@@ -41,9 +43,30 @@ export const HELP = [
   "Commands:",
   ...COMMANDS.map(([usage, what]) => `  botctl ${usage.padEnd(37)} ${what}`),
   "",
-  "Environment: DATABASE_URL, REDIS_URL, SECRET_ENCRYPTION_KEYS (or SECRET_ENCRYPTION_KEY),",
-  "WEBHOOK_ALLOW_PRIVATE_TARGETS, QUEUE_PREFIX, WEBHOOK_SECRET_OVERLAP_MS.",
+  "Environment (pnpm botctl reads the repo's .env first, as pnpm start does; a variable already set",
+  "in the shell wins):",
+  ...wrap(Object.keys(CliEnv.shape).join(", "), 100).map((line) => `  ${line}`),
 ].join("\n");
+
+/**
+ * Added to a `webhook test` refused as a private or non-https target: the variable that allows it
+ * in development, which botctl reads as well as the apps (a refusal here while the dispatcher
+ * delivers means botctl runs without it).
+ */
+export const REFUSED_TARGET_HINT =
+  "The URL is not a public https target. For a local receiver in development, set WEBHOOK_ALLOW_PRIVATE_TARGETS=true for botctl as for the apps (e.g. in .env, which pnpm start and pnpm botctl both read).";
+
+/** Words of `text` in lines of at most `width` characters. */
+function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  for (const word of text.split(" ")) {
+    const last = lines.at(-1);
+    if (last !== undefined && last.length + 1 + word.length <= width)
+      lines[lines.length - 1] = `${last} ${word}`;
+    else lines.push(word);
+  }
+  return lines;
+}
 
 /** Flags each command accepts; any other flag is refused, so a typo cannot change the meaning. */
 const FLAGS: Record<string, string[]> = { "bot create": ["--approve"] };
@@ -77,6 +100,11 @@ function commands(db: Db, env: CliEnv, progress: (line: string) => void): Record
     secretBox,
     allowPrivateTargets: env.WEBHOOK_ALLOW_PRIVATE_TARGETS,
     secretOverlapMs: env.WEBHOOK_SECRET_OVERLAP_MS,
+    resolver: createDnsResolver({
+      timeoutMs: env.WEBHOOK_DNS_TIMEOUT_MS,
+      ...(env.WEBHOOK_DNS_SERVERS ? { servers: env.WEBHOOK_DNS_SERVERS } : {}),
+    }),
+    dnsTimeoutMs: env.WEBHOOK_DNS_TIMEOUT_MS,
   });
   return {
     "bot create": (args, flags) => listings.createBot(botIdArg(args[0]), { approve: flags.has("--approve") }),
@@ -103,7 +131,13 @@ function commands(db: Db, env: CliEnv, progress: (line: string) => void): Record
       );
     },
     "webhook rotate-secret": (args) => listings.rotateSecret(botIdArg(args[0])),
-    "webhook test": (args) => listings.sendTestEvent(botIdArg(args[0])),
+    "webhook test": async (args) => {
+      const outcome: TestOutcome & { hint?: string } = await listings.sendTestEvent(botIdArg(args[0]));
+      if (outcome.errorKind === "refused_target" && !env.WEBHOOK_ALLOW_PRIVATE_TARGETS) {
+        outcome.hint = REFUSED_TARGET_HINT;
+      }
+      return outcome;
+    },
     "webhook enable": (args) => listings.enableWebhook(botIdArg(args[0])),
     "vote cast": (args) => {
       const botId = botIdArg(args[0]);
