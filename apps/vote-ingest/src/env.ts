@@ -6,6 +6,7 @@ import {
   loadEnvOrExit,
   parseEnv,
   ServiceEnvFields,
+  telemetryEnvFields,
 } from "@botdir/service-kit";
 import { isDnsServerAddress } from "@botdir/webhook-targets";
 import { z } from "zod";
@@ -22,6 +23,7 @@ const SecretOverlap = z.coerce
 export const IngestEnv = z
   .object({
     ...ServiceEnvFields,
+    ...telemetryEnvFields("botdir-vote-ingest"),
     INGEST_PORT: EnvFields.port(3001),
     /** Key the site frontend sends to the internal endpoints; required outside tests. */
     INTERNAL_API_KEY: z

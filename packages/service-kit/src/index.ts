@@ -64,4 +64,23 @@ export type { RedisClient, RedisRole, RedisTarget } from "./redis.js";
 export { createRedis, FAIL_FAST_REDIS, groupBySlot, isCluster, parseClusterNodes } from "./redis.js";
 export type { HttpTimeouts, ServeOptions, Service, ServiceState } from "./serve.js";
 export { createHttpServer, DEFAULT_HTTP_TIMEOUTS, httpTimeoutsProblem, serve } from "./serve.js";
+export type { Link, SpanStart, Telemetry, TelemetryEnv } from "./telemetry.js";
+export {
+  activeTraceId,
+  activeTraceparent,
+  contextOf,
+  failSpan,
+  inSpan,
+  linkTo,
+  parseKeyValues,
+  SpanKind,
+  spanContextOf,
+  startTelemetry,
+  TelemetryEnvFields,
+  telemetryEnvFields,
+  traceIdOf,
+  traceLogFields,
+  traceparentOf,
+  tracer,
+} from "./telemetry.js";
 export { TimeoutError, withTimeout } from "./timeout.js";
