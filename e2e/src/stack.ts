@@ -98,6 +98,8 @@ export interface StackOptions {
   privateRedis?: boolean;
   /** How the stack's receiver answers (default 204). */
   reply?: (req: ReceivedRequest, n: number) => Reply;
+  /** Run the apps' build output (`dist/main.js`, as the images do; build first) instead of src. */
+  dist?: boolean;
 }
 
 export interface Stack {
@@ -167,7 +169,11 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   );
   const processes: Record<AppName, AppProcess[]> = { api: [], "vote-ingest": [], "webhook-dispatcher": [] };
   const start = async (app: AppName, extra: Record<string, string> = {}) => {
-    const proc = await startApp(app, { ...env, ...options.appEnv?.[app], ...extra });
+    const proc = await startApp(
+      app,
+      { ...env, ...options.appEnv?.[app], ...extra },
+      { dist: options.dist === true },
+    );
     processes[app].push(proc);
     return proc;
   };

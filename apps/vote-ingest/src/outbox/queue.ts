@@ -193,6 +193,8 @@ export function createDeliveryQueue(options: DeliveryQueueOptions): DeliveryQueu
   // The relay (and botctl) add one `vote.create` job per delivery: its jobId dedupes a second
   // hand-off of a delivery whose job still exists.
   const add = async (deliveries: readonly DeliveryHandOff[], now: Date) => {
+    // While Redis is down the relay skips its ticks here, before any span: no failed hand-off per tick.
+    if (deliveries.length === 0 || redis.status !== "ready") return deliveries.length === 0;
     const published = deliveries.map(publishSpan);
     const ok = await addJobs(published.map((p) => deliveryJob(p.delivery, now)));
     for (const p of published) p.end(ok);
