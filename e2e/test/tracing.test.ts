@@ -9,6 +9,7 @@
  *   page's trace, with its limiter and statement spans);
  * - a first attempt answered 500 and its retry are in one trace;
  * - a vote.batch job's consumer span links to each vote's context, each vote's attempt in its trace;
+ * - a test event carries the trace id of the request that sent it;
  * - a redelivery starts a new trace, linked to the first;
  * - a vote cast while Redis is down and handed off later by the outbox relay keeps its trace.
  * Build first (`pnpm build`): the test starts the apps from dist/.
@@ -264,6 +265,23 @@ describe("traces on the shared stores", () => {
       expect(claim.parentSpanId).toBe(item.spanId);
     }
   }, 120_000);
+
+  it("when the operator sends a test event, then it carries the request's trace id, which the delivery log shows", async () => {
+    const bot = await stack.webhookBot(stack.receiver.url("/test-event"));
+    const page = frontendTrace();
+    const sent = await call(`${stack.ingest.base}/internal/v1/bots/${bot.id}/webhook/test`, {
+      method: "POST",
+      headers: { authorization: stack.keys.internalKey, traceparent: page.traceparent },
+    });
+    expect(sent.body).toMatchObject({ delivered: true, statusCode: 204 });
+    expect(stack.receiver.forPath("/test-event")[0]?.headers["x-webhook-trace"]).toBe(page.traceId);
+    const log = await call(`${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries`, {
+      headers: { authorization: bot.token },
+    });
+    expect((log.body as { attempts: { test: boolean; traceId: string }[] }).attempts).toEqual([
+      expect.objectContaining({ test: true, traceId: page.traceId }),
+    ]);
+  }, 60_000);
 
   it("when the owner redelivers a delivery, then its attempts are in a new trace linked to the vote's", async () => {
     const bot = await stack.webhookBot(stack.receiver.url("/redeliver"));

@@ -269,6 +269,8 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       {
         kind: SpanKind.CONSUMER,
         parent: contextOf(typeof data.traceparent === "string" ? data.traceparent : null),
+        // Moved back to delayed (not due, in flight elsewhere, over a fairness cap): not a failure.
+        expected: (error) => error instanceof DelayedError,
         attributes: {
           "messaging.system": "bullmq",
           "messaging.operation.type": "process",

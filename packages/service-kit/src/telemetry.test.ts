@@ -121,3 +121,19 @@ describe("TelemetryEnvFields", () => {
     expect(parseKeyValues("novalue")).toBeNull();
   });
 });
+
+describe("inSpan with tracing off", () => {
+  it("when the parent is a local span that is not recording, then the work runs in the parent (same ids, no span made)", async () => {
+    const seen = await inSpan("server", {}, async (server) => {
+      const inner = await inSpan("pg.statement", {}, async (span) => span.spanContext().spanId);
+      return { server: server.spanContext().spanId, inner };
+    });
+    expect(seen.inner).toBe(seen.server);
+  });
+
+  it("when the parent is a remote context (a job's traceparent), then a span of its own is made in that trace", async () => {
+    const ids = await inSpan("process", { parent: contextOf(INCOMING) }, async (span) => span.spanContext());
+    expect(ids.traceId).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+    expect(ids.spanId).not.toBe("00f067aa0ba902b7");
+  });
+});

@@ -173,9 +173,15 @@ export function startTelemetry(env: TelemetryEnv): Telemetry {
   return { exporting: exporter !== undefined, shutdown: () => provider.shutdown() };
 }
 
-/** The tracer of our spans (a no-op tracer until startTelemetry registers the provider). */
+let botdirTracer: Tracer | undefined;
+
+/**
+ * The tracer of our spans. Taken once: before startTelemetry it is the API's proxy tracer, which
+ * hands each span to the provider registered since.
+ */
 export function tracer(): Tracer {
-  return trace.getTracer("botdir");
+  botdirTracer ??= trace.getTracer("botdir");
+  return botdirTracer;
 }
 
 export interface SpanStart {
@@ -185,6 +191,8 @@ export interface SpanStart {
   /** The parent (default: the active context); ROOT_CONTEXT with `root` starts a new trace. */
   parent?: Context;
   root?: boolean;
+  /** Errors that are a normal outcome (e.g. BullMQ's DelayedError): thrown on, the span not failed. */
+  expected?: (error: unknown) => boolean;
 }
 
 /**
@@ -193,6 +201,15 @@ export interface SpanStart {
  */
 export async function inSpan<T>(name: string, start: SpanStart, fn: (span: Span) => Promise<T>): Promise<T> {
   const parent = start.parent ?? context.active();
+  // A child of a local span that is not recording would not be recorded either (every standard
+  // sampler decides so: parent-based ones by the parent, ratio ones by the same trace id, always_on
+  // records the parent): run `fn` in the parent instead. With tracing off, the trace id and the
+  // server and consumer spans' ids stay, and the spans below them cost nothing.
+  const current = trace.getSpan(parent);
+  if (current && !start.root && !start.links?.length && !current.isRecording()) {
+    const ids = current.spanContext();
+    if (ids.isRemote !== true && trace.isSpanContextValid(ids)) return fn(current);
+  }
   const span = tracer().startSpan(
     name,
     {
@@ -206,7 +223,7 @@ export async function inSpan<T>(name: string, start: SpanStart, fn: (span: Span)
   try {
     return await context.with(trace.setSpan(parent, span), () => fn(span));
   } catch (error) {
-    failSpan(span, error);
+    if (!start.expected?.(error)) failSpan(span, error);
     throw error;
   } finally {
     span.end();
