@@ -42,6 +42,7 @@ import {
   SpanKind,
   spanContextOf,
   traceparentOf,
+  tracesExported,
 } from "@botdir/service-kit";
 import type { Resolver } from "@botdir/webhook-targets";
 import { DelayedError, type Job, Queue, Worker } from "bullmq";
@@ -403,7 +404,8 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
   function processBatch(job: DeliveryJob): Promise<BatchResult> {
     const items = (job.data as Partial<DeliveryBatchJobData>).deliveries;
     const links: Link[] = [];
-    for (const item of Array.isArray(items) ? items : []) {
+    // Links are only read in an exported trace; without an exporter each item's trace id is enough.
+    for (const item of Array.isArray(items) && tracesExported() ? items : []) {
       const linked = spanContextOf(typeof item?.traceparent === "string" ? item.traceparent : null);
       if (linked) links.push({ context: linked });
     }

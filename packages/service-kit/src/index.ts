@@ -82,5 +82,6 @@ export {
   traceLogFields,
   traceparentOf,
   tracer,
+  tracesExported,
 } from "./telemetry.js";
 export { TimeoutError, withTimeout } from "./timeout.js";

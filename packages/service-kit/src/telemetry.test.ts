@@ -131,9 +131,20 @@ describe("inSpan with tracing off", () => {
     expect(seen.inner).toBe(seen.server);
   });
 
-  it("when the parent is a remote context (a job's traceparent), then a span of its own is made in that trace", async () => {
-    const ids = await inSpan("process", { parent: contextOf(INCOMING) }, async (span) => span.spanContext());
-    expect(ids.traceId).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
-    expect(ids.spanId).not.toBe("00f067aa0ba902b7");
+  it("when the parent is a remote context (a job's traceparent) and nothing is exported, then the work runs in that context, its trace id active", async () => {
+    const seen = await inSpan("process", { parent: contextOf(INCOMING) }, async (span) => ({
+      ids: span.spanContext(),
+      active: activeTraceId(),
+    }));
+    expect(seen.active).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+    expect(seen.ids.spanId).toBe("00f067aa0ba902b7");
+  });
+
+  it("when a span starts a trace of its own (root), then it gets new ids even with tracing off", async () => {
+    const traceId = await inSpan("batch", { root: true, parent: contextOf(INCOMING) }, async () =>
+      activeTraceId(),
+    );
+    expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+    expect(traceId).not.toBe("4bf92f3577b34da6a3ce929d0e0e4736");
   });
 });

@@ -170,10 +170,18 @@ export function startTelemetry(env: TelemetryEnv): Telemetry {
     spanProcessors: exporter ? [new BatchSpanProcessor({ exporter, scheduledDelayMillis: 1_000 })] : [],
   });
   trace.setGlobalTracerProvider(provider);
-  return { exporting: exporter !== undefined, shutdown: () => provider.shutdown() };
+  exporting = exporter !== undefined;
+  return { exporting, shutdown: () => provider.shutdown() };
 }
 
 let botdirTracer: Tracer | undefined;
+/** Whether this process exports spans (startTelemetry with an endpoint). */
+let exporting = false;
+
+/** Whether spans are exported: links and the like are worth computing only then. */
+export function tracesExported(): boolean {
+  return exporting;
+}
 
 /**
  * The tracer of our spans. Taken once: before startTelemetry it is the API's proxy tracer, which
@@ -205,10 +213,16 @@ export async function inSpan<T>(name: string, start: SpanStart, fn: (span: Span)
   // sampler decides so: parent-based ones by the parent, ratio ones by the same trace id, always_on
   // records the parent): run `fn` in the parent instead. With tracing off, the trace id and the
   // server and consumer spans' ids stay, and the spans below them cost nothing.
+  // Without an exporter nothing is recorded at all: a span below a known trace (a job's stored
+  // context, a batch item's) adds nothing but its own id, so the work runs in that context.
   const current = trace.getSpan(parent);
-  if (current && !start.root && !start.links?.length && !current.isRecording()) {
+  if (current && !start.root && (!exporting || (!start.links?.length && !current.isRecording()))) {
     const ids = current.spanContext();
-    if (ids.isRemote !== true && trace.isSpanContextValid(ids)) return fn(current);
+    if (!exporting || ids.isRemote !== true) {
+      if (trace.isSpanContextValid(ids)) {
+        return parent === context.active() ? fn(current) : context.with(parent, () => fn(current));
+      }
+    }
   }
   const span = tracer().startSpan(
     name,
