@@ -10,6 +10,7 @@ import path from "node:path";
 import { createSecretBox, hashToken, migrate } from "@botdir/db";
 import { withDatabase } from "@botdir/db/testing";
 import pg from "pg";
+import { type OtlpSink, startOtlpSink } from "./otlp-sink.js";
 import { seedDeliveryHistory, seedPipelineBots } from "./pipeline.js";
 import {
   APPS_FROM,
@@ -144,6 +145,20 @@ export interface Stack {
   apiUnnamedUrl: string;
   apiUnnamedMetricsUrl: string;
   apiUnnamedPid: () => number | undefined;
+  /**
+   * The same API and vote-ingest with tracing on: every span sampled (OTEL_TRACES_SAMPLER=always_on)
+   * and exported to `otlp` (src/otlp-sink.ts). The rows "(tracing on ÷ off)" run them against the
+   * API and vote-ingest above (tracing off: ids made, nothing recorded or exported).
+   */
+  apiTracedUrl: string;
+  apiTracedMetricsUrl: string;
+  apiTracedPid: () => number | undefined;
+  ingestTracedUrl: string;
+  ingestTracedPid: () => number | undefined;
+  /** The OTLP receiver of the traced apps (and of a dispatcher given `tracingEnv`). */
+  otlp: OtlpSink;
+  /** The environment that turns tracing on (100 % sampled, exported to `otlp`). */
+  tracingEnv: Record<string, string>;
   ingestUrl: string;
   floorPid: () => number | undefined;
   apiPid: () => number | undefined;
@@ -185,9 +200,11 @@ export async function startStack(): Promise<Stack> {
   let receiver: Receiver | undefined;
   let db: pg.Client | undefined;
   let sampler: NodeJS.Timeout | undefined;
+  let otlp: OtlpSink | undefined;
   const stop = async () => {
     clearInterval(sampler);
     await Promise.all(procs.map((p) => p.stop()));
+    await otlp?.close();
     await db?.end().catch(() => {});
     await receiver?.close();
     await redis.stop();
@@ -224,7 +241,7 @@ export async function startStack(): Promise<Stack> {
     };
     // The apps and the floor run with the production image's Node flags (docker/Dockerfile
     // NODE_OPTIONS, read by appNodeArgs; BENCH_NODE_ARGS replaces them) under APP_NODE (BENCH_NODE).
-    // BENCH_PROFILE=api (or vote-ingest, webhook-dispatcher) writes a V8 CPU profile of that app
+    // BENCH_PROFILE=api (or vote-ingest, webhook-dispatcher, api-traced, vote-ingest-traced) writes a V8 CPU profile of that app
     // to bench/results/profiles/ when it stops (open it in Chrome DevTools or speedscope).
     const nodeArgs = appNodeArgs();
     const profileArgs = (name: string) => [
@@ -286,7 +303,37 @@ export async function startStack(): Promise<Stack> {
       [],
       nodeArgs,
     );
-    procs.push(floor, ioFloor, api, apiUnnamed, ingest);
+    // The same API and vote-ingest with tracing on (every span sampled and exported): the rows
+    // "(tracing on ÷ off)" alternate them with the two above, whose tracing is off.
+    otlp = await startOtlpSink();
+    const tracingEnv = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
+      OTEL_TRACES_SAMPLER: "always_on",
+    };
+    const [apiTracedPort, apiTracedMetricsPort, ingestTracedPort] = await Promise.all([
+      freePort(),
+      freePort(),
+      freePort(),
+    ]);
+    const apiTraced = await startNode(
+      "api-traced",
+      entries.api,
+      { ...env, ...tracingEnv, API_PORT: String(apiTracedPort), METRICS_PORT: String(apiTracedMetricsPort) },
+      [],
+      profileArgs("api-traced"),
+    );
+    const ingestTraced = await startNode(
+      "vote-ingest-traced",
+      entries.ingest,
+      { ...env, ...tracingEnv, INGEST_PORT: String(ingestTracedPort) },
+      [],
+      profileArgs("vote-ingest-traced"),
+    );
+    procs.push(floor, ioFloor, api, apiUnnamed, ingest, apiTraced, ingestTraced);
+    await Promise.all([
+      waitForHttp(`http://127.0.0.1:${apiTracedPort}/api/health`),
+      waitForHttp(`http://127.0.0.1:${ingestTracedPort}/health`),
+    ]);
     await Promise.all([
       waitForHttp(`http://127.0.0.1:${floorPort}/health`),
       waitForHttp(`http://127.0.0.1:${ioFloorPort}/health`),
@@ -377,6 +424,13 @@ export async function startStack(): Promise<Stack> {
       apiUnnamedUrl: `http://127.0.0.1:${apiUnnamedPort}`,
       apiUnnamedMetricsUrl: `http://127.0.0.1:${apiUnnamedMetricsPort}/metrics`,
       apiUnnamedPid: () => apiUnnamed.child.pid,
+      apiTracedUrl: `http://127.0.0.1:${apiTracedPort}`,
+      apiTracedMetricsUrl: `http://127.0.0.1:${apiTracedMetricsPort}/metrics`,
+      apiTracedPid: () => apiTraced.child.pid,
+      ingestTracedUrl: `http://127.0.0.1:${ingestTracedPort}`,
+      ingestTracedPid: () => ingestTraced.child.pid,
+      otlp,
+      tracingEnv,
       ingestUrl: `http://127.0.0.1:${ingestPort}`,
       floorPid: () => floor.child.pid,
       apiPid: () => api.child.pid,

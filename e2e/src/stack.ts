@@ -2,6 +2,8 @@
  * The full stack of the end-to-end tests (startStack: keys, a database, Redis, a receiver, the apps
  * as processes, one teardown) and its fixtures: app environments, webhook bots, delivery rows.
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { createSecretBox, type Db } from "@botdir/db";
 import {
   createTestDatabase,
@@ -17,7 +19,7 @@ import {
 import { createRedis, type RedisClient, type RedisRole, redisTargetOf } from "@botdir/service-kit";
 import { redisReady, waitFor } from "@botdir/service-kit/testing";
 import { type PrivateRedis, startRedisServer } from "@botdir/test-stores";
-import { type AppName, type AppProcess, call, freshKeys, startApp, stopAll } from "./processes.js";
+import { type AppName, type AppProcess, call, freshKeys, REPO_ROOT, startApp, stopAll } from "./processes.js";
 import { type ReceivedRequest, type Receiver, type Reply, startReceiver } from "./receivers.js";
 
 export interface StackKeys {
@@ -97,7 +99,7 @@ export interface StackOptions {
   privateRedis?: boolean;
   /** How the stack's receiver answers (default 204). */
   reply?: (req: ReceivedRequest, n: number) => Reply;
-  /** Run each app's build output (`dist/main.js`, as the images do) instead of its source (default false). */
+  /** Run the apps' build output (`dist/main.js`, as the images do; build first) instead of src. */
   dist?: boolean;
 }
 
@@ -166,9 +168,18 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     // On the shared Redis, the queue under a prefix of its own (a hash tag, as on a Redis Cluster).
     { ...(redis ? {} : { QUEUE_PREFIX: `{${testRedisPrefix().slice(0, -1)}}` }), ...options.env },
   );
+  if (options.dist) {
+    const missing = APPS.filter((app) => !existsSync(join(REPO_ROOT, "apps", app, "dist", "main.js")));
+    if (missing.length > 0)
+      throw new Error(`no dist/main.js in ${missing.join(", ")}: run \`pnpm build\` first`);
+  }
   const processes: Record<AppName, AppProcess[]> = { api: [], "vote-ingest": [], "webhook-dispatcher": [] };
   const start = async (app: AppName, extra: Record<string, string> = {}) => {
-    const proc = await startApp(app, { ...env, ...options.appEnv?.[app], ...extra }, { dist: options.dist });
+    const proc = await startApp(
+      app,
+      { ...env, ...options.appEnv?.[app], ...extra },
+      { dist: options.dist === true },
+    );
     processes[app].push(proc);
     return proc;
   };

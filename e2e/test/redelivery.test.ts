@@ -54,6 +54,13 @@ describe("redelivery with real processes", () => {
     expect(all).toHaveLength(6);
     expect(all[5]?.headers["x-webhook-delivery"]).toBe(deliveryId);
     expect(all[5]?.body.equals(firstSeries[0]!.body)).toBe(true);
+    // Tracing is off here (no OTEL endpoint), yet every request names its trace: the vote's for its
+    // five attempts, a new one for the redelivered series (docs/tracing.md).
+    const traces = all.map((r) => r.headers["x-webhook-trace"]);
+    expect(traces[0]).toMatch(/^[0-9a-f]{32}$/);
+    expect(new Set(traces.slice(0, 5))).toEqual(new Set([traces[0]]));
+    expect(traces[5]).toMatch(/^[0-9a-f]{32}$/);
+    expect(traces[5]).not.toBe(traces[0]);
 
     const after = await call(`${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries`, { headers: auth });
     const newest = (after.body as { attempts: Record<string, unknown>[] }).attempts[0];

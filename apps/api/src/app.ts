@@ -23,6 +23,7 @@ import { findVoteWindows, writeStats } from "./services/bots.js";
 import { createCaches } from "./services/cache.js";
 import { createLimitNotes } from "./services/limit-notes.js";
 import { createRateLimiter } from "./services/ratelimit.js";
+import { traceLimiter, traceStatement } from "./tracing.js";
 
 /** `//` in a path (clients that join a base URL ending in `/` with a path starting with `/`). */
 function collapseSlashes(req: Request): void {
@@ -44,39 +45,50 @@ export function createApp(deps: ApiDeps): ApiApp {
     clock: deps.clock,
     logger: deps.logger,
     bodyLimits: { ...DEFAULT_BODY_LIMITS, ...deps.bodyLimits },
-    limiter: instrumentLimiter(
-      createRateLimiter({
-        redis: deps.redis,
-        prefix,
-        limits: deps.limits,
-        timeoutMs: deps.limiterTimeoutMs,
-        logger: deps.logger,
-        clock: deps.clock,
-        batching,
-      }),
-      metrics,
+    limiter: traceLimiter(
+      instrumentLimiter(
+        createRateLimiter({
+          redis: deps.redis,
+          prefix,
+          limits: deps.limits,
+          timeoutMs: deps.limiterTimeoutMs,
+          logger: deps.logger,
+          clock: deps.clock,
+          batching,
+        }),
+        metrics,
+      ),
     ),
     tokens: deps.tokens ?? null,
     // A request refused from a note is a rate-limit rejection like one Redis decided.
     limitNotes: createLimitNotes({ onRefusal: (endpoint) => metrics.rejections[endpoint].inc() }),
     caches: createCaches({ redis: deps.redis, prefix, logger: deps.logger, clock: deps.clock }),
-    voteWindow: createBatcher({
-      ...batching,
-      run: (keys) => findVoteWindows(deps.db, keys),
-      onBatch: metrics.batch("check"),
-    }),
-    authenticate: createBatcher({
-      ...batching,
-      run: (hashes) => findBotIdsByTokens(deps.db, hashes),
-      onBatch: metrics.batch("auth"),
-    }),
-    writeStats: createBatcher({
-      ...batching,
-      run: (inputs) => writeStats(deps.db, inputs),
-      conflictKey: (input) => input.tokenHash,
-      retryAlone: isRetryableConflict,
-      onBatch: metrics.batch("stats"),
-    }),
+    voteWindow: traceStatement(
+      "vote_window",
+      createBatcher({
+        ...batching,
+        run: (keys) => findVoteWindows(deps.db, keys),
+        onBatch: metrics.batch("check"),
+      }),
+    ),
+    authenticate: traceStatement(
+      "authenticate",
+      createBatcher({
+        ...batching,
+        run: (hashes) => findBotIdsByTokens(deps.db, hashes),
+        onBatch: metrics.batch("auth"),
+      }),
+    ),
+    writeStats: traceStatement(
+      "write_stats",
+      createBatcher({
+        ...batching,
+        run: (inputs) => writeStats(deps.db, inputs),
+        conflictKey: (input) => input.tokenHash,
+        retryAlone: isRetryableConflict,
+        onBatch: metrics.batch("stats"),
+      }),
+    ),
   };
 
   const app = express();

@@ -1,8 +1,15 @@
-import { checkHttpTimeouts, EnvFields, loadEnvOrExit, ServiceEnvFields } from "@botdir/service-kit";
+import {
+  checkHttpTimeouts,
+  EnvFields,
+  loadEnvOrExit,
+  ServiceEnvFields,
+  telemetryEnvFields,
+} from "@botdir/service-kit";
 import { z } from "zod";
 
 export const ApiEnv = z.object({
   ...ServiceEnvFields,
+  ...telemetryEnvFields("botdir-api"),
   /** The token set's LISTEN connection (outside the pool). Default DATABASE_DIRECT_URL. */
   DATABASE_LISTEN_URL: EnvFields.DATABASE_DIRECT_URL,
   API_PORT: EnvFields.port(3000),

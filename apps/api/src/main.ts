@@ -1,5 +1,12 @@
 import { createDb } from "@botdir/db";
-import { connectionsOf, createRedis, loggerOptions, serveOrExit, systemClock } from "@botdir/service-kit";
+import {
+  connectionsOf,
+  createRedis,
+  loggerOptions,
+  serveOrExit,
+  startTelemetry,
+  systemClock,
+} from "@botdir/service-kit";
 import { pino } from "pino";
 import { createApp } from "./app.js";
 import { loadEnv } from "./env.js";
@@ -7,6 +14,8 @@ import { createApiMetrics, createMetricsApp } from "./metrics.js";
 import { createTokenSet, TOKEN_LISTEN_APPLICATION_NAME } from "./services/token-set.js";
 
 const env = loadEnv();
+// First: every span (and every log line's trace_id) needs the provider and the context manager.
+const telemetry = startTelemetry(env);
 const logger = pino(loggerOptions("api", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
 const connections = connectionsOf(env, logger);
 const db = createDb(connections.database);
@@ -55,6 +64,7 @@ service.onShutdown(
     { name: "token set", run: () => tokens.stop() },
     { name: "redis", run: () => redis.quit() },
     { name: "postgres", run: () => db.close() },
+    { name: "telemetry", run: () => telemetry.shutdown() },
   ],
   { drainMs: env.SHUTDOWN_DRAIN_MS },
 );

@@ -57,11 +57,15 @@ async function seedDelivery(
         errorKind: a.errorKind,
         durationMs: 5,
         attemptedAt: new Date(base + a.minute * 60_000),
+        traceId: TRACE_ID,
       },
     });
   }
   return id;
 }
+
+/** The trace id every seeded attempt was made under (the owner quotes it; docs/tracing.md). */
+const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
 
 const FAILED: Attempt[] = [{ statusCode: 500, errorKind: "http_status", minute: 0 }];
 
@@ -91,6 +95,7 @@ describe("GET /api/v1/bots/{id}/webhook/deliveries", () => {
         outcome: "delivered",
         deliveryState: "delivered",
         attemptedAt: "2026-11-21T10:01:00.000Z",
+        traceId: TRACE_ID,
         test: false,
       },
       {
@@ -102,6 +107,7 @@ describe("GET /api/v1/bots/{id}/webhook/deliveries", () => {
         outcome: "failed",
         deliveryState: "delivered",
         attemptedAt: "2026-11-21T10:00:00.000Z",
+        traceId: TRACE_ID,
         test: false,
       },
     ]);

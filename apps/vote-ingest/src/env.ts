@@ -7,6 +7,7 @@ import {
   loadEnvOrExit,
   parseEnv,
   ServiceEnvFields,
+  telemetryEnvFields,
 } from "@botdir/service-kit";
 import { isDnsServerAddress } from "@botdir/webhook-targets";
 import { z } from "zod";
@@ -31,6 +32,7 @@ const DnsServers = EnvFields.list(
 export const IngestEnv = z
   .object({
     ...ServiceEnvFields,
+    ...telemetryEnvFields("botdir-vote-ingest"),
     INGEST_PORT: EnvFields.port(3001),
     /** Key the site frontend sends to the internal endpoints; required outside tests. */
     INTERNAL_API_KEY: z

@@ -1,5 +1,12 @@
 import { createDb } from "@botdir/db";
-import { connectionsOf, createRedis, loggerOptions, serveOrExit, systemClock } from "@botdir/service-kit";
+import {
+  connectionsOf,
+  createRedis,
+  loggerOptions,
+  serveOrExit,
+  startTelemetry,
+  systemClock,
+} from "@botdir/service-kit";
 import { createDnsResolver } from "@botdir/webhook-targets";
 import { pino } from "pino";
 import { createApp } from "./app.js";
@@ -10,6 +17,8 @@ import { createOutboxRelay } from "./outbox/relay.js";
 import { secretBoxFromEnv } from "./services/listings.js";
 
 const env = loadEnv();
+// First: every span (and every log line's trace_id) needs the provider and the context manager.
+const telemetry = startTelemetry(env);
 const logger = pino(loggerOptions("vote-ingest", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
 const connections = connectionsOf(env, logger);
 const db = createDb(connections.database);
@@ -68,6 +77,7 @@ service.onShutdown(
     { name: "delivery queue", run: () => deliveryQueue.close() },
     { name: "redis", run: () => redis.quit() },
     { name: "postgres", run: () => db.close() },
+    { name: "telemetry", run: () => telemetry.shutdown() },
   ],
   { drainMs: env.SHUTDOWN_DRAIN_MS },
 );

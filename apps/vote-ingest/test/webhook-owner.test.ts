@@ -181,6 +181,8 @@ describe("test event", () => {
         outcome: "delivered",
         deliveryState: "delivered",
         attemptedAt: clock.now().toISOString(),
+        // No provider is registered in this test: no trace id, no X-Webhook-Trace.
+        traceId: null,
         test: true,
       },
     ]);

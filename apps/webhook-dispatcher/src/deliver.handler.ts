@@ -4,7 +4,15 @@
  */
 import type { Db, SecretBox } from "@botdir/db";
 import { DeliveryJobData } from "@botdir/schema";
-import { type Clock, describeError, type Logger } from "@botdir/service-kit";
+import {
+  activeTraceId,
+  type Clock,
+  describeError,
+  failSpan,
+  inSpan,
+  type Logger,
+  SpanKind,
+} from "@botdir/service-kit";
 import {
   DEFAULT_DEAD_ENDPOINT_RULES,
   type DeadEndpointRules,
@@ -93,13 +101,24 @@ export function createDeliverHandler(deps: DeliverDeps) {
   ): Promise<DeliverResult> {
     const { deliveryId } = data;
 
-    const claim = await store.claim(deliveryId, {
-      now: deps.clock.now(),
-      leaseMs: deps.leaseMs,
-      earlySlackMs,
-      retryDelays: deps.retryDelays,
-      decryptSecret,
-    });
+    // Spans (docs/tracing.md): webhook.claim, the POST (client span) and webhook.record, children
+    // of the job's consumer span. The claim and record statements are shared by the attempts of a
+    // turn (createDeliveryStore batches them): each span is this attempt's wait for its statement.
+    const claim = await inSpan(
+      "webhook.claim",
+      { attributes: { "botdir.delivery_id": deliveryId } },
+      async (span) => {
+        const claimed = await store.claim(deliveryId, {
+          now: deps.clock.now(),
+          leaseMs: deps.leaseMs,
+          earlySlackMs,
+          retryDelays: deps.retryDelays,
+          decryptSecret,
+        });
+        span.setAttribute("botdir.claim", claimed.kind);
+        return claimed;
+      },
+    );
     switch (claim.kind) {
       case "done":
         if (claim.reason === "no_webhook") {
@@ -122,37 +141,60 @@ export function createDeliverHandler(deps: DeliverDeps) {
     const { target, attemptNumber, leaseUntil } = claim;
     onClaimed?.(target);
     const attemptedAt = deps.clock.now();
-    const outcome = await deps.send(buildDeliveryRequest(target, attemptedAt));
+    const outcome = await inSpan(
+      "POST",
+      {
+        kind: SpanKind.CLIENT,
+        // Never the receiver's path or query (they may carry the owner's own secrets), nor a header.
+        attributes: {
+          "http.request.method": "POST",
+          "botdir.delivery_id": deliveryId,
+          "botdir.bot_id": target.botId,
+          "botdir.attempt": attemptNumber,
+        },
+      },
+      async (span) => {
+        const sent = await deps.send(buildDeliveryRequest(target, attemptedAt, activeTraceId()));
+        if (sent.statusCode !== null) span.setAttribute("http.response.status_code", sent.statusCode);
+        if (sent.errorKind !== null) failSpan(span, sent.errorKind);
+        return sent;
+      },
+    );
     onSent?.(outcome);
     const recordedAt = deps.clock.now();
-    const recorded = await recordDurably(
-      {
-        deliveryId,
-        botId: target.botId,
-        attemptNumber,
-        leaseUntil,
-        attemptedAt,
-        outcome,
-        now: recordedAt,
-        retryDelays: deps.retryDelays,
-      },
-      {
-        store,
-        db: deps.db,
-        clock: deps.clock,
-        onRetry: (failures, error, delayMs) =>
-          deps.logger.warn(
-            {
-              deliveryId,
-              botId: target.botId,
-              attempt: attemptNumber,
-              failures,
-              delayMs,
-              err: describeError(error),
-            },
-            "recording the webhook attempt failed; retrying within the claim",
-          ),
-      },
+    const recorded = await inSpan(
+      "webhook.record",
+      { attributes: { "botdir.delivery_id": deliveryId } },
+      () =>
+        recordDurably(
+          {
+            deliveryId,
+            botId: target.botId,
+            attemptNumber,
+            leaseUntil,
+            attemptedAt,
+            outcome,
+            now: recordedAt,
+            retryDelays: deps.retryDelays,
+          },
+          {
+            store,
+            db: deps.db,
+            clock: deps.clock,
+            onRetry: (failures, error, delayMs) =>
+              deps.logger.warn(
+                {
+                  deliveryId,
+                  botId: target.botId,
+                  attempt: attemptNumber,
+                  failures,
+                  delayMs,
+                  err: describeError(error),
+                },
+                "recording the webhook attempt failed; retrying within the claim",
+              ),
+          },
+        ),
     );
     deps.metrics?.attempt({
       outcome: recorded.kind,

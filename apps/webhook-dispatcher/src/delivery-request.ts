@@ -19,7 +19,12 @@ export interface DeliveryContent {
  * The exact request of one attempt: `vote.create`, signed as every webhook (signedWebhookRequest);
  * `signedAt` is when this attempt is signed (`webhook-timestamp`).
  */
-export function buildDeliveryRequest(content: DeliveryContent, signedAt: Date): WebhookRequest {
+export function buildDeliveryRequest(
+  content: DeliveryContent,
+  signedAt: Date,
+  /** X-Webhook-Trace: the trace the attempt belongs to (the delivery's). */
+  traceId: string | null = null,
+): WebhookRequest {
   const payload: WebhookPayload = {
     event: WEBHOOK_EVENT,
     bot_id: content.botId,
@@ -31,6 +36,7 @@ export function buildDeliveryRequest(content: DeliveryContent, signedAt: Date): 
     secret: content.secret,
     previousSecret: content.previousSecret ?? null,
     signedAt,
+    traceId,
   };
   return { url: content.url, ...signedWebhookRequest(payload, signing) };
 }

@@ -6,6 +6,7 @@ import {
   EnvFields,
   loadEnvOrExit,
   ServiceEnvFields,
+  telemetryEnvFields,
 } from "@botdir/service-kit";
 import { isDnsServerAddress } from "@botdir/webhook-targets";
 import { z } from "zod";
@@ -38,6 +39,7 @@ export function checkDnsDeadline(
 export const DispatcherEnv = z
   .object({
     ...ServiceEnvFields,
+    ...telemetryEnvFields("botdir-webhook-dispatcher"),
     /**
      * Each attempt holds a connection twice, briefly (one claim statement, one record statement), so
      * 20 connections keep up with the default 50 attempts in flight; 10 made attempts queue for the

@@ -6,6 +6,7 @@ import {
   keyRing,
   loggerOptions,
   serveOrExit,
+  startTelemetry,
   systemClock,
 } from "@botdir/service-kit";
 import { Queue } from "bullmq";
@@ -18,6 +19,8 @@ import { createRetentionMetrics, scheduleRetention } from "./retention.js";
 import { createDispatcherWorker } from "./worker.js";
 
 const env = loadEnv();
+// First: every span (and every log line's trace_id) needs the provider and the context manager.
+const telemetry = startTelemetry(env);
 const logger = pino(loggerOptions("webhook-dispatcher", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
 const connections = connectionsOf(env, logger);
 const db = createDb(connections.database);
@@ -108,6 +111,7 @@ service.onShutdown(
     { name: "metrics queue", run: () => countsQueue.close() },
     { name: "redis", run: () => Promise.all([redis.quit(), metricsRedis.quit()]) },
     { name: "postgres", run: () => db.close() },
+    { name: "telemetry", run: () => telemetry.shutdown() },
   ],
   { drainMs: env.SHUTDOWN_DRAIN_MS, deadlineMs: env.WEBHOOK_TIMEOUT_MS + 10_000 },
 );

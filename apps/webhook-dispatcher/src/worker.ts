@@ -31,7 +31,19 @@ import {
   type JobName,
   QUEUES,
 } from "@botdir/schema";
-import { type Clock, describeError, type Logger, type RedisClient } from "@botdir/service-kit";
+import {
+  type Clock,
+  contextOf,
+  describeError,
+  inSpan,
+  type Link,
+  type Logger,
+  type RedisClient,
+  SpanKind,
+  spanContextOf,
+  traceparentOf,
+  tracesExported,
+} from "@botdir/service-kit";
 import type { Resolver } from "@botdir/webhook-targets";
 import { DelayedError, type Job, Queue, Worker } from "bullmq";
 import { createAttemptSlots } from "./attempt-slots.js";
@@ -247,7 +259,34 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     }
   }
 
-  async function processDelivery(job: DeliveryJob, token?: string): Promise<DeliverResult> {
+  /**
+   * A `vote.create` job in its consumer span: a child of the context the job carries (the hand-off's
+   * producer span, in the delivery's trace), so a retry minutes or hours later is in the same trace.
+   */
+  function processDelivery(job: DeliveryJob, token?: string): Promise<DeliverResult> {
+    const data = job.data as Partial<DeliveryJobData>;
+    return inSpan(
+      `${QUEUES.webhookDeliveries} process`,
+      {
+        kind: SpanKind.CONSUMER,
+        parent: contextOf(typeof data.traceparent === "string" ? data.traceparent : null),
+        // Moved back to delayed (not due, in flight elsewhere, over a fairness cap): not a failure.
+        expected: (error) => error instanceof DelayedError,
+        attributes: {
+          "messaging.system": "bullmq",
+          "messaging.operation.type": "process",
+          "messaging.destination.name": QUEUES.webhookDeliveries,
+          "messaging.message.id": job.id ?? "",
+          "botdir.job_attempt": job.attemptsMade + 1,
+          ...(typeof data.deliveryId === "string" ? { "botdir.delivery_id": data.deliveryId } : {}),
+          ...(typeof data.botId === "string" ? { "botdir.bot_id": data.botId } : {}),
+        },
+      },
+      () => processDeliveryInSpan(job, token),
+    );
+  }
+
+  async function processDeliveryInSpan(job: DeliveryJob, token?: string): Promise<DeliverResult> {
     const parsed = DeliveryJobData.safeParse(job.data);
     // The handler logs and drops what does not parse (no slot, no fairness: nothing is sent).
     if (!parsed.success) return deliver(job.data);
@@ -293,9 +332,29 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     }
   }
 
+  /**
+   * A batch item in its own span (`webhook.deliver`), a child of the item's context: the vote's
+   * trace holds its attempt whichever job carried it; the span links back to the batch's.
+   */
+  function processItem(item: DeliveryJobData, batch: Link[]): Promise<"finished" | "handedOff" | "left"> {
+    return inSpan(
+      "webhook.deliver",
+      {
+        parent: contextOf(item.traceparent),
+        links: batch,
+        attributes: {
+          "botdir.delivery_id": item.deliveryId,
+          ...(item.botId ? { "botdir.bot_id": item.botId } : {}),
+        },
+      },
+      () => processItemInSpan(item),
+    );
+  }
+
   /** One batch item: "finished" in the batch, "handedOff" to its own job, or "left" to the relay. */
-  async function processItem(item: DeliveryJobData): Promise<"finished" | "handedOff" | "left"> {
+  async function processItemInSpan(item: DeliveryJobData): Promise<"finished" | "handedOff" | "left"> {
     const id = item.deliveryId;
+    const traced = item.traceparent ? { traceparent: item.traceparent } : {};
     const handed = (ok: boolean) => (ok ? "handedOff" : "left");
     let botId: string | undefined = item.botId;
     let run: AttemptRun;
@@ -308,11 +367,17 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       deps.logger.error({ deliveryId: id, err: describeError(error) }, "webhook batch item failed");
       const at = new Date(deps.clock.now().getTime() + (config.retryDelays[0] ?? 60_000));
       return handed(
-        await handOffAlone({ id, ...(botId ? { botId } : {}), attemptsMade: 0, nextAttemptAt: at }),
+        await handOffAlone({
+          id,
+          ...(botId ? { botId } : {}),
+          ...traced,
+          attemptsMade: 0,
+          nextAttemptAt: at,
+        }),
       );
     }
     const alone = (attemptsMade: number, nextAttemptAt: Date, refusal?: Refusal) =>
-      handOffAlone({ id, ...(botId ? { botId } : {}), attemptsMade, nextAttemptAt }, refusal);
+      handOffAlone({ id, ...(botId ? { botId } : {}), ...traced, attemptsMade, nextAttemptAt }, refusal);
     if (run.kind === "refused") {
       // Parked like a refused `vote.create` job; its delay is the fallback should no slot wake it.
       const at = new Date(deps.clock.now().getTime() + run.refusal.retryInMs);
@@ -332,7 +397,40 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     }
   }
 
-  async function processBatch(job: DeliveryJob): Promise<BatchResult> {
+  /**
+   * A `vote.batch` job's consumer span starts a trace of its own and links to each item's context
+   * (OpenTelemetry's messaging conventions for a batch); each item's work is in its vote's trace.
+   */
+  function processBatch(job: DeliveryJob): Promise<BatchResult> {
+    const items = (job.data as Partial<DeliveryBatchJobData>).deliveries;
+    const links: Link[] = [];
+    // Links are only read in an exported trace; without an exporter each item's trace id is enough.
+    for (const item of Array.isArray(items) && tracesExported() ? items : []) {
+      const linked = spanContextOf(typeof item?.traceparent === "string" ? item.traceparent : null);
+      if (linked) links.push({ context: linked });
+    }
+    return inSpan(
+      `${QUEUES.webhookDeliveries} process`,
+      {
+        kind: SpanKind.CONSUMER,
+        root: true,
+        links,
+        attributes: {
+          "messaging.system": "bullmq",
+          "messaging.operation.type": "process",
+          "messaging.destination.name": QUEUES.webhookDeliveries,
+          "messaging.message.id": job.id ?? "",
+          "messaging.batch.message_count": Array.isArray(items) ? items.length : 0,
+        },
+      },
+      (span) => {
+        const back = spanContextOf(traceparentOf(span.spanContext()));
+        return processBatchInSpan(job, back ? [{ context: back }] : []);
+      },
+    );
+  }
+
+  async function processBatchInSpan(job: DeliveryJob, batch: Link[]): Promise<BatchResult> {
     const parsed = DeliveryBatchJobData.safeParse(job.data);
     if (!parsed.success) {
       deps.logger.error(
@@ -341,7 +439,7 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       );
       return { kind: "batch", finished: 0, handedOff: 0, left: 0 };
     }
-    const ends = await Promise.all(parsed.data.deliveries.map(processItem));
+    const ends = await Promise.all(parsed.data.deliveries.map((item) => processItem(item, batch)));
     const count = (end: string) => ends.filter((e) => e === end).length;
     return { kind: "batch", finished: count("finished"), handedOff: count("handedOff"), left: count("left") };
   }

@@ -5,7 +5,8 @@
  * drains it; its counters are read at its first delivery (after its start-up) and when every vote
  * has arrived. BENCH_DRAIN_BUILDS (comma-separated dispatcher entries, e.g. bundles of two commits
  * copied out of apps/webhook-dispatcher/dist/, each optionally followed by `?NAME=value&…`: its
- * environment; `?NAME=value` alone is the run's own build with that environment) are taken in
+ * environment; `?NAME=value` alone is the run's own build with that environment; `?tracing=on`: every
+ * span sampled and exported to the run's OTLP receiver) are taken in
  * turn, round after round (A B A B …), so the machine's load falls on each alike; by default the
  * run's own build.
  */
@@ -61,7 +62,10 @@ export async function drain(
       });
       user += BigInt(options.votes);
       const [entry, query] = (build ?? "").split("?") as [string, string | undefined];
-      const env = Object.fromEntries(new URLSearchParams(query ?? ""));
+      // `?tracing=on`: the run's OTLP receiver and every span sampled (stack.tracingEnv).
+      const params = Object.fromEntries(new URLSearchParams(query ?? ""));
+      const { tracing, ...own } = params;
+      const env = tracing === "on" ? { ...stack.tracingEnv, ...own } : own;
       const pid = (await stack.startDispatchers(1, entry || undefined, env))[0]?.child.pid;
       const deadline = Date.now() + 120_000;
       while (stack.receiver.received(MIX_PATH) === from && Date.now() < deadline) await sleep(5);

@@ -96,7 +96,8 @@ export async function hotPaths(
       };
     },
   });
-  const paths: Record<string, { method: Method; ours: string; floor?: "io"; build: Build }> = {
+  /** `io`: the floor with its I/O; `untraced`: the same app with tracing off (rows "tracing on ÷ off"). */
+  const paths: Record<string, { method: Method; ours: string; floor?: "io" | "untraced"; build: Build }> = {
     "GET /check": ownBot("GET", (i) => `/check?userId=${userId(1 + (i % 2))}`),
     "POST /stats": {
       method: "POST",
@@ -157,6 +158,23 @@ export async function hotPaths(
     if (named) paths[`${name} vs the floor with its I/O`] = { ...named, floor: "io" };
   }
 
+  // Tracing on (every span sampled and exported, src/otlp-sink.ts) ÷ off, the same app in turn:
+  // what tracing costs /check and casting a vote (its own user ids, beyond the durability check's).
+  const check = paths["GET /check"];
+  if (check)
+    paths["GET /check (tracing on ÷ off)"] = { ...check, ours: stack.apiTracedUrl, floor: "untraced" };
+  let tracedVoter = 0;
+  paths["POST /internal/v1/votes (tracing on ÷ off)"] = {
+    method: "POST",
+    ours: stack.ingestTracedUrl,
+    floor: "untraced",
+    build: () => ({
+      path: "/internal/v1/votes",
+      headers: { authorization: internalKey },
+      body: `{"bot_id":"${botId(nextBot())}","user_id":"${5000000000000000000n + BigInt(tracedVoter++)}"}`,
+    }),
+  };
+
   const cpuOf = (serverPid: number | undefined) => ({
     server: cpuSeconds(serverPid),
     postgres: postgresCpu(stack.dbName),
@@ -192,16 +210,36 @@ export async function hotPaths(
   for (const [name, spec] of Object.entries(paths)) {
     // BENCH_ONLY="check,stats" runs only the paths whose name contains one of the words.
     if (only && !only.some((w) => name.toLowerCase().includes(w))) continue;
-    const ofIngest = spec.ours === stack.ingestUrl;
+    const ofIngest = spec.ours === stack.ingestUrl || spec.ours === stack.ingestTracedUrl;
     const unnamed = spec.ours === stack.apiUnnamedUrl;
-    const serverPid = ofIngest ? stack.ingestPid() : unnamed ? stack.apiUnnamedPid() : stack.apiPid();
+    const serverPid =
+      spec.ours === stack.ingestTracedUrl
+        ? stack.ingestTracedPid()
+        : spec.ours === stack.apiTracedUrl
+          ? stack.apiTracedPid()
+          : ofIngest
+            ? stack.ingestPid()
+            : unnamed
+              ? stack.apiUnnamedPid()
+              : stack.apiPid();
     const [floorUrl, floorPid] =
-      spec.floor === "io" ? [stack.ioFloorUrl, stack.ioFloorPid()] : [stack.floorUrl, stack.floorPid()];
-    const metricsUrl = ofIngest
-      ? `${stack.ingestUrl}/metrics`
-      : unnamed
-        ? stack.apiUnnamedMetricsUrl
-        : stack.apiMetricsUrl;
+      spec.floor === "io"
+        ? [stack.ioFloorUrl, stack.ioFloorPid()]
+        : spec.floor === "untraced"
+          ? ofIngest
+            ? [stack.ingestUrl, stack.ingestPid()]
+            : [stack.apiUrl, stack.apiPid()]
+          : [stack.floorUrl, stack.floorPid()];
+    const metricsUrl =
+      spec.ours === stack.ingestTracedUrl
+        ? `${stack.ingestTracedUrl}/metrics`
+        : spec.ours === stack.apiTracedUrl
+          ? stack.apiTracedMetricsUrl
+          : ofIngest
+            ? `${stack.ingestUrl}/metrics`
+            : unnamed
+              ? stack.apiUnnamedMetricsUrl
+              : stack.apiMetricsUrl;
     const batchesBefore = await batchCounters(metricsUrl);
     const floorRuns: LoadResult[] = [];
     const floorCpu: CpuShare[] = [];
@@ -276,8 +314,11 @@ export async function hotPaths(
   result.ingestDurability = {
     acknowledged: (votes?.ours.total ?? 0) - (votes?.ours.non2xx ?? 0),
     recorded: Number(
-      (await stack.db.query("SELECT count(*) FROM vote_log WHERE user_id >= '3000000000000000000'")).rows[0]
-        .count,
+      (
+        await stack.db.query(
+          "SELECT count(*) FROM vote_log WHERE user_id BETWEEN '3000000000000000000' AND '3999999999999999999'",
+        )
+      ).rows[0].count,
     ),
   };
 

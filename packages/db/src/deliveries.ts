@@ -26,6 +26,8 @@ export interface AttemptView {
   /** The delivery's state now: `pending` (an attempt will follow), `delivered` or `failed`. */
   deliveryState: DeliveryStateName;
   attemptedAt: string;
+  /** The trace id the attempt was made under (its X-Webhook-Trace); null before traces were kept. */
+  traceId: string | null;
   /** True for a test event (webhook.test, one attempt, no vote): its own table, no delivery. */
   test: boolean;
 }
@@ -43,12 +45,13 @@ export async function listRecentAttempts(db: Db, botId: string): Promise<Attempt
     error_kind: string | null;
     state: DeliveryStateName;
     attempted_at: Date;
+    trace_id: string | null;
     test: boolean;
   }>({
     name: "db.recent_attempts",
     text: `SELECT * FROM (
        (SELECT a.delivery_id, a.attempt_number, a.series, a.status_code, a.error_kind, d.state,
-               a.attempted_at, false AS test, a.id AS tie
+               a.attempted_at, a.trace_id, false AS test, a.id AS tie
           FROM webhook_attempts a
           JOIN webhook_deliveries d ON d.id = a.delivery_id
          WHERE a.bot_id = $1
@@ -57,7 +60,7 @@ export async function listRecentAttempts(db: Db, botId: string): Promise<Attempt
        UNION ALL
        (SELECT t.id, 1, 0, t.status_code, t.error_kind,
                (CASE WHEN t.delivered THEN 'delivered' ELSE 'failed' END)::delivery_state,
-               t.attempted_at, true, 0
+               t.attempted_at, t.trace_id, true, 0
           FROM webhook_test_attempts t
          WHERE t.bot_id = $1
          ORDER BY t.attempted_at DESC
@@ -77,6 +80,7 @@ export async function listRecentAttempts(db: Db, botId: string): Promise<Attempt
     outcome: row.error_kind === null ? "delivered" : "failed",
     deliveryState: row.state,
     attemptedAt: toIso(row.attempted_at),
+    traceId: row.trace_id,
     test: row.test,
   }));
 }
@@ -113,8 +117,16 @@ export type RedeliverResult =
   /** A fresh series starts now: hand `delivery` to the queue (jobId = its id). */
   | {
       kind: "redelivered";
-      delivery: { id: string; botId: string; attemptsMade: number; nextAttemptAt: Date };
+      delivery: {
+        id: string;
+        botId: string;
+        attemptsMade: number;
+        nextAttemptAt: Date;
+        traceparent?: string;
+      };
       series: number;
+      /** The context the delivery had before (its original trace): the new trace links to it. */
+      previousTraceparent: string | null;
     };
 
 /**
@@ -129,25 +141,36 @@ export async function redeliver(
   botId: string,
   deliveryId: string,
   now: Date,
+  traceparent: string | null = null,
 ): Promise<RedeliverResult> {
   if (!isDeliveryId(deliveryId)) return { kind: "not_found" };
   const { rows } = await db.pool.query<{
     state: DeliveryStateName;
     has_webhook: boolean;
     series: number | null;
+    previous_traceparent: string | null;
   }>(
-    // botdir_redeliver (migration 20261125130000_dispatcher_lock_then_write) locks the row in one
-    // statement and reads and writes it in the next: a locking CTE under the UPDATE deadlocked.
-    "SELECT state, has_webhook, series FROM botdir_redeliver($1::uuid, $2::varchar, $3::timestamptz)",
-    [deliveryId, botId, now],
+    // botdir_redeliver (migrations 20261125130000_dispatcher_lock_then_write, 20261127100000_trace_context)
+    // locks the row in one statement and reads and writes it in the next: a locking CTE under the
+    // UPDATE deadlocked. The new series keeps `traceparent`, the redelivery's own trace.
+    `SELECT state, has_webhook, series, previous_traceparent
+       FROM botdir_redeliver($1::uuid, $2::varchar, $3::timestamptz, $4::varchar)`,
+    [deliveryId, botId, now, traceparent],
   );
   const row = rows[0];
   if (!row) return { kind: "not_found" };
   if (row.series !== null) {
     return {
       kind: "redelivered",
-      delivery: { id: deliveryId, botId, attemptsMade: 0, nextAttemptAt: now },
+      delivery: {
+        id: deliveryId,
+        botId,
+        attemptsMade: 0,
+        nextAttemptAt: now,
+        ...(traceparent ? { traceparent } : {}),
+      },
       series: row.series,
+      previousTraceparent: row.previous_traceparent,
     };
   }
   if (row.state === "pending") return { kind: "pending" };

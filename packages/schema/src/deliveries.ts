@@ -40,6 +40,14 @@ export const DeliveryAttempt = z.object({
   }),
   deliveryState: DeliveryState,
   attemptedAt: Timestamp,
+  traceId: z
+    .string()
+    .regex(/^[0-9a-f]{32}$/)
+    .nullable()
+    .meta({
+      description:
+        "The trace the attempt belongs to (32 lowercase hex), as its request carried it in X-Webhook-Trace: quote it to support. One trace per vote across its retries; a redelivery starts a new one. null for attempts made before traces were recorded.",
+    }),
   test: z.boolean().meta({
     description:
       "True for a test event (webhook.test): deliveryId is the test's webhook-id, attempt 1, series 0, deliveryState its outcome.",

@@ -4,7 +4,7 @@
  * it, so they cannot drift apart.
  *
  * Contract of a delivery job:
- * - one BullMQ job per webhook delivery, job name `vote.create`, data `{deliveryId, botId}`,
+ * - one BullMQ job per webhook delivery, job name `vote.create`, data `{deliveryId, botId, traceparent}`,
  *   jobId = the delivery id, so handing the same delivery off twice is a no-op while the job exists;
  *   `botId` lets the dispatcher apply its per-webhook cap before it claims an attempt (jobs handed
  *   off before it existed lack it; the dispatcher then reads the bot from the delivery row);
@@ -33,6 +33,12 @@ export const DeliveryJobData = z.object({
   // A hint (the delivery row is the truth), so it is not held to BotId's format: a job is never
   // dropped over its hint.
   botId: z.string().min(1).max(64).optional(),
+  /**
+   * The W3C context of the hand-off (the producer span), so the dispatcher's spans continue the
+   * vote's trace; in a `vote.batch` job one per item (the batch's span links to each). A hint too:
+   * absent or malformed, the attempt simply starts a trace of its own.
+   */
+  traceparent: z.string().max(64).optional(),
 });
 export type DeliveryJobData = z.infer<typeof DeliveryJobData>;
 
@@ -76,13 +82,18 @@ export interface DeliveryHandOff {
   botId?: string;
   attemptsMade: number;
   nextAttemptAt: Date;
+  /** The W3C context the job carries (the hand-off's producer span), when traced. */
+  traceparent?: string;
 }
 
 /** The job data of a delivery hand-off. */
-export function deliveryJobData(delivery: Pick<DeliveryHandOff, "id" | "botId">): DeliveryJobData {
-  return delivery.botId === undefined
-    ? { deliveryId: delivery.id }
-    : { deliveryId: delivery.id, botId: delivery.botId };
+export function deliveryJobData(
+  delivery: Pick<DeliveryHandOff, "id" | "botId" | "traceparent">,
+): DeliveryJobData {
+  const data: DeliveryJobData = { deliveryId: delivery.id };
+  if (delivery.botId !== undefined) data.botId = delivery.botId;
+  if (delivery.traceparent !== undefined) data.traceparent = delivery.traceparent;
+  return data;
 }
 
 /** The `vote.create` job of one delivery (name, data, options), as every producer adds it. */
@@ -95,7 +106,9 @@ export function deliveryJob(delivery: DeliveryHandOff, now: Date) {
 }
 
 /** The `vote.batch` job of deliveries due now (first attempts). */
-export function deliveryBatchJob(deliveries: readonly Pick<DeliveryHandOff, "id" | "botId">[]) {
+export function deliveryBatchJob(
+  deliveries: readonly Pick<DeliveryHandOff, "id" | "botId" | "traceparent">[],
+) {
   return {
     name: "vote.batch" satisfies JobName,
     data: { deliveries: deliveries.map(deliveryJobData) } satisfies DeliveryBatchJobData,

@@ -6,6 +6,8 @@ export const WEBHOOK_HEADERS = {
   event: "X-Webhook-Event",
   delivery: "X-Webhook-Delivery",
   signature: "X-Webhook-Signature-256",
+  /** The W3C trace id (32 lowercase hex) of the delivery's trace; not signed (docs/tracing.md). */
+  trace: "X-Webhook-Trace",
 } as const;
 export const WEBHOOK_MAX_ATTEMPTS = 5;
 /** Delays before retries 1..4: 1 min, 5 min, 30 min, 2 h. */

@@ -9,8 +9,19 @@ import { createRequire } from "node:module";
 import { Server as NetServer, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { ApiError, MESSAGES } from "@botdir/schema";
+import {
+  type Context,
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from "@opentelemetry/api";
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from "express";
 import { type HttpMetrics, routeLabel } from "./metrics.js";
+import { traceLogFields, tracer } from "./telemetry.js";
 
 /** The subset of pino the apps use; tests can pass a capturing fake. */
 export interface Logger {
@@ -54,15 +65,42 @@ export function requestLog(logger: Logger, metrics?: HttpMetrics): RequestHandle
   };
 }
 
-/** requestId and requestLog as one middleware: the hot paths pay for one Express layer, not two. */
+/**
+ * requestId and requestLog as one middleware (the hot paths pay for one Express layer, not two),
+ * and the request's server span: it continues an incoming W3C `traceparent`, is active for
+ * everything the request runs, and is named by the route template when the answer is sent
+ * (`GET /api/v1/bots/:id/check`), as the metrics' route label.
+ */
 export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHandler {
   const finished = onFinished(logger, metrics);
   return (req, res, next) => {
     const start = process.hrtime.bigint();
     assignRequestId(req, res);
-    finished(req, res, start);
-    next();
+    const [span, ctx] = startServerSpan(req);
+    finished(req, res, start, span, ctx);
+    context.with(ctx, next);
   };
+}
+
+/** The server span of a request, continuing its `traceparent` header when it has a valid one. */
+function startServerSpan(req: IncomingMessage): [Span, Context] {
+  const parent =
+    req.headers.traceparent === undefined ? ROOT_CONTEXT : propagation.extract(ROOT_CONTEXT, req.headers);
+  const span = tracer().startSpan(
+    req.method ?? "GET",
+    { kind: SpanKind.SERVER, attributes: { "http.request.method": req.method ?? "GET" } },
+    parent,
+  );
+  return [span, trace.setSpan(parent, span)];
+}
+
+/** Names the server span by its route, records the status and ends it. */
+function endServerSpan(span: Span, method: string, route: string, status: number): void {
+  span.updateName(`${method} ${route}`);
+  span.setAttribute("http.route", route);
+  span.setAttribute("http.response.status_code", status);
+  if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+  span.end();
 }
 
 /**
@@ -78,7 +116,13 @@ export function earlyRequestContext(
   const report = reporter(logger, metrics);
   return (req, res, route, start = process.hrtime.bigint()) => {
     const reqId = setRequestId(req, res);
-    res.on("finish", () => report(req.method ?? "GET", req.url ?? "/", route, res.statusCode, reqId, start));
+    const [span, ctx] = startServerSpan(req);
+    res.on("finish", () => {
+      endServerSpan(span, req.method ?? "GET", route, res.statusCode);
+      context.with(ctx, () =>
+        report(req.method ?? "GET", req.url ?? "/", route, res.statusCode, reqId, start),
+      );
+    });
   };
 }
 
@@ -111,15 +155,22 @@ function reporter(logger: Logger, metrics?: HttpMetrics) {
 
 function onFinished(logger: Logger, metrics?: HttpMetrics) {
   const report = reporter(logger, metrics);
-  return (req: Request, res: Response, start: bigint) => {
+  return (req: Request, res: Response, start: bigint, span?: Span, ctx?: Context) => {
     res.on("finish", () => {
       let route: string;
       try {
         route = routeLabel(req, res);
       } catch {
+        span?.end();
         return;
       }
-      report(req.method, req.originalUrl, route, res.statusCode, res.locals.reqId, start);
+      if (span) endServerSpan(span, req.method, route, res.statusCode);
+      // The request's log line joins its trace (trace_id, span_id), as the lines written inside it.
+      if (ctx)
+        context.with(ctx, () =>
+          report(req.method, req.originalUrl, route, res.statusCode, res.locals.reqId, start),
+        );
+      else report(req.method, req.originalUrl, route, res.statusCode, res.locals.reqId, start);
     });
   };
 }
@@ -318,7 +369,8 @@ export interface LogOutput {
  * bundled next to dist/main.js by scripts/build-app.mjs, so `node dist/main.js` prints them too).
  */
 export function loggerOptions(name: string, level: string, output: LogOutput = {}) {
-  const options = { name, level, formatters: { log: redactSecrets } };
+  // mixin: `trace_id` and `span_id` on every line written inside a span (docs/tracing.md).
+  const options = { name, level, mixin: traceLogFields, formatters: { log: redactSecrets } };
   const nodeEnv = output.nodeEnv ?? process.env.NODE_ENV;
   const tty = output.tty ?? process.stdout.isTTY === true;
   if (nodeEnv === "production" || !tty || !prettyAvailable()) return options;

@@ -73,4 +73,24 @@ export {
   serve,
   serveOrExit,
 } from "./serve.js";
+export type { Link, SpanStart, Telemetry, TelemetryEnv } from "./telemetry.js";
+export {
+  activeTraceId,
+  activeTraceparent,
+  contextOf,
+  failSpan,
+  inSpan,
+  linkTo,
+  parseKeyValues,
+  SpanKind,
+  spanContextOf,
+  startTelemetry,
+  TelemetryEnvFields,
+  telemetryEnvFields,
+  traceIdOf,
+  traceLogFields,
+  traceparentOf,
+  tracer,
+  tracesExported,
+} from "./telemetry.js";
 export { TimeoutError, withTimeout } from "./timeout.js";

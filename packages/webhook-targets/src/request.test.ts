@@ -43,3 +43,29 @@ describe("signedWebhookRequest", () => {
     expect(verify("whsec_previous", body, headers["X-Webhook-Signature-256"])).toBe(false);
   });
 });
+
+describe("X-Webhook-Trace", () => {
+  const traced = (traceId: string | null | undefined) =>
+    signedWebhookRequest(payload, { id: "d-1", secret: "s", previousSecret: null, signedAt, traceId })
+      .headers;
+
+  it("when the request has a trace id, then it carries it, and the signature is that of the body alone", () => {
+    const headers = traced("4bf92f3577b34da6a3ce929d0e0e4736");
+    expect(headers["X-Webhook-Trace"]).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+    expect(headers["X-Webhook-Signature-256"]).toBe(traced(null)["X-Webhook-Signature-256"]);
+    expect(Object.keys(headers).some((name) => name.toLowerCase() === "traceparent")).toBe(false);
+  });
+
+  it("when there is no trace id, or not one of 32 lowercase hex characters, then there is no header", () => {
+    for (const id of [
+      null,
+      undefined,
+      "",
+      "4BF92F3577B34DA6A3CE929D0E0E4736",
+      "00000000000000000000000000000000",
+      "abc",
+    ]) {
+      expect(traced(id)["X-Webhook-Trace"]).toBeUndefined();
+    }
+  });
+});

@@ -19,7 +19,15 @@ export interface WebhookSigning {
   previousSecret: string | null;
   /** webhook-timestamp. */
   signedAt: Date;
+  /**
+   * X-Webhook-Trace: the trace id the request belongs to (32 lowercase hex), which owners quote to
+   * support. Only the id: a full `traceparent` would let the receiver's own tracing join our trace
+   * and sampling decision. Left out when absent or not a trace id. Not signed.
+   */
+  traceId?: string | null;
 }
+
+const TRACE_ID = /^[0-9a-f]{32}$/;
 
 /** The body and headers of a webhook request carrying `payload` (whose `event` is X-Webhook-Event). */
 export function signedWebhookRequest(
@@ -38,6 +46,9 @@ export function signedWebhookRequest(
       [WEBHOOK_HEADERS.delivery]: id,
       [WEBHOOK_HEADERS.signature]: sign(secret, body),
       ...standardHeaders(previousSecret ? [secret, previousSecret] : [secret], id, signedAt, body),
+      ...(signing.traceId && TRACE_ID.test(signing.traceId) && signing.traceId !== "0".repeat(32)
+        ? { [WEBHOOK_HEADERS.trace]: signing.traceId }
+        : {}),
     },
   };
 }

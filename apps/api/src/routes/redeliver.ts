@@ -3,11 +3,13 @@
  * of one of the bot's delivered or failed deliveries, same delivery id and body bytes. The API has
  * no queue producer: the delivery is left un-handed-off and vote-ingest's outbox relay hands it to
  * the dispatcher at its next tick (OUTBOX_RELAY_INTERVAL_MS, 1 s by default). The answer order is
- * the other endpoints': 401, 404 (bot), 429, then 404 (delivery) / 409.
+ * the other endpoints': 401, 404 (bot), 429, then 404 (delivery) / 409. The new series belongs to
+ * this request's trace (`webhook.redeliver`, linked to the delivery's previous trace), which the
+ * row keeps for the relay's hand-off and the attempts (docs/tracing.md).
  */
 import { redeliver } from "@botdir/db";
 import { type RedeliverResponse, redeliveryRefusal } from "@botdir/schema";
-import { sendJson } from "@botdir/service-kit";
+import { activeTraceparent, inSpan, linkTo, sendJson } from "@botdir/service-kit";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
 import { admit, countConfirmed, limitFirst } from "../http/access.js";
@@ -24,7 +26,16 @@ export function registerRedeliver(router: Router, ctx: ApiContext): void {
     const tokenBotId = await ctx.authenticate(tokenHash);
     const rate = await countConfirmed(ctx, "redeliver", tokenHash, first, tokenBotId);
     const botId = admit(res, { tokenBotId, pathId: req.params.id, rate });
-    const result = await redeliver(ctx.db, botId, req.params.deliveryId, ctx.clock.now());
+    const deliveryId = req.params.deliveryId;
+    const result = await inSpan(
+      "webhook.redeliver",
+      { attributes: { "botdir.bot_id": botId, "botdir.delivery_id": deliveryId } },
+      async (span) => {
+        const started = await redeliver(ctx.db, botId, deliveryId, ctx.clock.now(), activeTraceparent());
+        if (started.kind === "redelivered") linkTo(span, started.previousTraceparent);
+        return started;
+      },
+    );
     if (result.kind !== "redelivered") throw redeliveryRefusal(result.kind);
     const body: RedeliverResponse = {
       deliveryId: result.delivery.id,

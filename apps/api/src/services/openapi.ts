@@ -305,7 +305,7 @@ function buildPaths(): JsonObject {
   const deliveries = operation({
     summary: "List webhook delivery attempts",
     description:
-      "The bot's last ten webhook delivery attempts, newest first, across its deliveries: each with its own `outcome` (`delivered` on a 2xx, else `failed`) beside its delivery's `deliveryState` now (`pending`, `delivered`, `failed`), and the `series` it belongs to (0, or n after the nth redelivery).",
+      "The bot's last ten webhook delivery attempts, newest first, across its deliveries: each with its own `outcome` (`delivered` on a 2xx, else `failed`) beside its delivery's `deliveryState` now (`pending`, `delivered`, `failed`), and the `series` it belongs to (0, or n after the nth redelivery), and the `traceId` its request carried as `X-Webhook-Trace`.",
     endpoint: "deliveries",
     withId: true,
     response: "DeliveryAttemptsResponse",
@@ -322,6 +322,7 @@ function buildPaths(): JsonObject {
             outcome: "delivered",
             deliveryState: "delivered",
             attemptedAt: "2026-11-21T09:16:31.002Z",
+            traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
             test: false,
           },
           {
@@ -333,6 +334,7 @@ function buildPaths(): JsonObject {
             outcome: "failed",
             deliveryState: "delivered",
             attemptedAt: "2026-11-21T09:15:30.912Z",
+            traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
             test: false,
           },
         ],
@@ -489,6 +491,14 @@ function buildWebhooks(): JsonObject {
             "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=",
           ),
           webhookHeader("User-Agent", "The service's agent.", WEBHOOK_USER_AGENT),
+          {
+            ...webhookHeader(
+              WEBHOOK_HEADERS.trace,
+              "The trace id (W3C, 32 lowercase hex) of the vote's delivery: the same on its retries, new after a redelivery; the delivery log shows it as `traceId`. Quote it to support. Not signed.",
+              "4bf92f3577b34da6a3ce929d0e0e4736",
+            ),
+            required: false,
+          },
         ],
         requestBody: withExample({ required: true, content: json(ref("WebhookPayload")) }, example),
         responses: {

@@ -11,7 +11,16 @@ import {
   deliveryJob,
   QUEUES,
 } from "@botdir/schema";
-import { describeError, type Logger, type RedisClient, withTimeout } from "@botdir/service-kit";
+import {
+  contextOf,
+  describeError,
+  type Logger,
+  type RedisClient,
+  SpanKind,
+  traceparentOf,
+  tracer,
+  withTimeout,
+} from "@botdir/service-kit";
 import { Queue } from "bullmq";
 
 export interface DeliveryQueueOptions {
@@ -60,6 +69,38 @@ export interface DeliveryQueue {
 }
 
 type BulkJob = Parameters<Queue["addBulk"]>[0][number];
+
+/**
+ * The producer span of one delivery's hand-off (`webhook-deliveries publish`), a child of the
+ * context the delivery was created under (its row's traceparent, carried as `delivery.traceparent`),
+ * so the request path, the relay and a redelivery all continue the delivery's trace. The job carries
+ * the producer span's own context. `end(ok)` ends it once Redis took the job or not.
+ */
+function publishSpan(delivery: DeliveryHandOff): { delivery: DeliveryHandOff; end: (ok: boolean) => void } {
+  const span = tracer().startSpan(
+    `${QUEUES.webhookDeliveries} publish`,
+    {
+      kind: SpanKind.PRODUCER,
+      attributes: {
+        "messaging.system": "bullmq",
+        "messaging.operation.type": "send",
+        "messaging.destination.name": QUEUES.webhookDeliveries,
+        "messaging.message.id": delivery.id,
+        "botdir.delivery_id": delivery.id,
+        ...(delivery.botId ? { "botdir.bot_id": delivery.botId } : {}),
+      },
+    },
+    contextOf(delivery.traceparent),
+  );
+  const traceparent = traceparentOf(span.spanContext());
+  return {
+    delivery: traceparent ? { ...delivery, traceparent } : delivery,
+    end: (ok) => {
+      if (!ok) span.setAttribute("error.type", "queue_unavailable");
+      span.end();
+    },
+  };
+}
 
 /**
  * The jobs of one turn's hand-offs: those due now (no delay) in `vote.batch` jobs of at most
@@ -151,15 +192,26 @@ export function createDeliveryQueue(options: DeliveryQueueOptions): DeliveryQueu
 
   // The relay (and botctl) add one `vote.create` job per delivery: its jobId dedupes a second
   // hand-off of a delivery whose job still exists.
-  const add = (deliveries: readonly DeliveryHandOff[], now: Date) =>
-    addJobs(deliveries.map((delivery) => deliveryJob(delivery, now)));
+  const add = async (deliveries: readonly DeliveryHandOff[], now: Date) => {
+    // While Redis is down the relay skips its ticks here, before any span: no failed hand-off per tick.
+    if (deliveries.length === 0 || redis.status !== "ready") return deliveries.length === 0;
+    const published = deliveries.map(publishSpan);
+    const ok = await addJobs(published.map((p) => deliveryJob(p.delivery, now)));
+    for (const p of published) p.end(ok);
+    return ok;
+  };
 
   // Request-path hand-offs of one event-loop turn go to Redis as one addBulk (one MULTI, one
   // round trip) instead of one add per vote: the votes of a batched cast statement commit
   // together, so their hand-offs arrive together. Those due now share `vote.batch` jobs (each job
   // costs Redis the same add, move to active and finish, whatever it carries). An idle server adds
   // no wait (setImmediate).
-  let pending: { delivery: DeliveryHandOff; now: Date; resolve: (ok: boolean) => void }[] = [];
+  let pending: {
+    delivery: DeliveryHandOff;
+    now: Date;
+    end: (ok: boolean) => void;
+    resolve: (ok: boolean) => void;
+  }[] = [];
   async function handOffPending(): Promise<void> {
     const batch = pending;
     pending = [];
@@ -168,7 +220,10 @@ export function createDeliveryQueue(options: DeliveryQueueOptions): DeliveryQueu
       for (const p of batch) marks.push({ id: p.delivery.id, at: p.now });
       markTimer ??= setTimeout(() => void flush(), markBatchMs);
     }
-    for (const p of batch) p.resolve(ok);
+    for (const p of batch) {
+      p.end(ok);
+      p.resolve(ok);
+    }
   }
 
   return {
@@ -178,7 +233,7 @@ export function createDeliveryQueue(options: DeliveryQueueOptions): DeliveryQueu
     handOff(delivery, now) {
       return new Promise<boolean>((resolve) => {
         if (pending.length === 0) setImmediate(() => void handOffPending());
-        pending.push({ delivery, now, resolve });
+        pending.push({ ...publishSpan(delivery), now, resolve });
       });
     },
     flush,

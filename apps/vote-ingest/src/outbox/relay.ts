@@ -51,10 +51,11 @@ interface DueRow {
   bot_id: string;
   attempts_made: number;
   next_attempt_at: Date;
+  traceparent: string | null;
 }
 
 const CLAIM_SQL = `
-SELECT id, bot_id, attempts_made, next_attempt_at
+SELECT id, bot_id, attempts_made, next_attempt_at, traceparent
   FROM webhook_deliveries
  WHERE state = 'pending'
    AND ((handed_off_at IS NULL
@@ -114,6 +115,9 @@ export function createOutboxRelay(options: OutboxRelayOptions) {
           botId: r.bot_id,
           attemptsMade: r.attempts_made,
           nextAttemptAt: r.next_attempt_at,
+          // The hand-off continues the trace the delivery was created under (its producer span's
+          // parent), however long after and from whichever process.
+          ...(r.traceparent ? { traceparent: r.traceparent } : {}),
         })),
         now,
       );

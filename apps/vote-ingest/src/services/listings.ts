@@ -19,7 +19,15 @@ import {
   toIsoOrNull,
 } from "@botdir/db";
 import { ApiError, MESSAGES, type RedeliverResponse, redeliveryRefusal } from "@botdir/schema";
-import { type Clock, type KeyRingEnv, keyRing } from "@botdir/service-kit";
+import {
+  activeTraceId,
+  activeTraceparent,
+  type Clock,
+  inSpan,
+  type KeyRingEnv,
+  keyRing,
+  linkTo,
+} from "@botdir/service-kit";
 import { checkWebhookUrl, type Resolver, systemResolver } from "@botdir/webhook-targets";
 import type { DeliveryQueue } from "../outbox/queue.js";
 import { buildTestRequest, sendTestRequest, type TestOutcome } from "./webhook-test.js";
@@ -291,7 +299,9 @@ export function createListings(deps: ListingsDeps) {
       const now = deps.clock.now();
       const testId = randomUUID();
       // Reserve the slot first, then count: concurrent tests cannot all slip under the limit.
-      await prisma.testAttempt.create({ data: { id: testId, botId: id, attemptedAt: now } });
+      // The test event carries the request's trace id (X-Webhook-Trace), and its log row keeps it.
+      const traceId = activeTraceId();
+      await prisma.testAttempt.create({ data: { id: testId, botId: id, attemptedAt: now, traceId } });
       const windowStart = new Date(now.getTime() - 60_000);
       const recent = await prisma.testAttempt.findMany({
         where: { botId: id, attemptedAt: { gt: windowStart } },
@@ -317,6 +327,7 @@ export function createListings(deps: ListingsDeps) {
         secret: deps.secretBox.decrypt(bot.webhookSecretEncrypted),
         previousSecret,
         now,
+        traceId,
       });
       const outcome = await sendTestRequest(bot.webhookUrl, request, {
         allowPrivateTargets: allowPrivate,
@@ -374,11 +385,20 @@ export function createListings(deps: ListingsDeps) {
     async redeliver(id: string, deliveryId: string): Promise<RedeliverResponse> {
       await requireBot(id);
       const now = deps.clock.now();
-      const result = await redeliver(deps.db, id, deliveryId, now);
-      if (result.kind !== "redelivered") throw redeliveryRefusal(result.kind);
-      // A finished job is removed (removeOnComplete/removeOnFail), so the add creates a new one.
-      await deps.deliveryQueue?.handOff(result.delivery, now);
-      return { deliveryId, state: "pending", series: result.series };
+      // The new series belongs to this request's trace (a new one, linked to the delivery's
+      // previous trace); the row keeps its context for the hand-off and the attempts.
+      return inSpan(
+        "webhook.redeliver",
+        { attributes: { "botdir.bot_id": id, "botdir.delivery_id": deliveryId } },
+        async (span) => {
+          const result = await redeliver(deps.db, id, deliveryId, now, activeTraceparent());
+          if (result.kind !== "redelivered") throw redeliveryRefusal(result.kind);
+          linkTo(span, result.previousTraceparent);
+          // A finished job is removed (removeOnComplete/removeOnFail), so the add creates a new one.
+          await deps.deliveryQueue?.handOff(result.delivery, now);
+          return { deliveryId, state: "pending" as const, series: result.series };
+        },
+      );
     },
 
     /** The listing as the edit page shows it: no token, no secret. */

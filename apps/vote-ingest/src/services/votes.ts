@@ -19,7 +19,7 @@
 import { type BatchLimits, createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
 import { type Db, isRetryableConflict, newDeliveryId } from "@botdir/db";
 import { ApiError, MESSAGES, VOTE_WINDOW_MS } from "@botdir/schema";
-import type { Clock, Logger } from "@botdir/service-kit";
+import { activeTraceparent, type Clock, inSpan, type Logger, SpanKind } from "@botdir/service-kit";
 import type { DeliveryQueue } from "../outbox/queue.js";
 
 export interface VotesDeps {
@@ -47,7 +47,8 @@ export interface CastVoteOutcome extends CastVoteResult {
 export const ALREADY_VOTED = "The user has already voted for this bot in the last 12 hours.";
 
 // A batch of votes: $1 bot ids, $2 user ids, $3 the vote instants (ISO, ms), $4 the delivery ids to
-// use (arrays, one element per vote; no (bot, user) pair twice). Each vote's id is drawn first so
+// use, $5 the W3C context each vote was cast under (kept on its delivery row: docs/tracing.md)
+// (arrays, one element per vote; no (bot, user) pair twice). Each vote's id is drawn first so
 // its window row can point at the log row it belongs to; a vote refused by the window only leaves a
 // gap in the sequence. `window_voted_at` is read with the statement's snapshot: it is null when a
 // concurrent vote that committed after the snapshot is the one that won; the caller then reads it
@@ -56,8 +57,8 @@ export const ALREADY_VOTED = "The user has already voted for this bot in the las
 // writes.
 const CAST_VOTE_SQL = `
 WITH input AS (
-  SELECT * FROM unnest($1::varchar[], $2::varchar[], $3::timestamptz[], $4::uuid[])
-    WITH ORDINALITY AS t(bot_id, user_id, voted_at, delivery_id, i)
+  SELECT * FROM unnest($1::varchar[], $2::varchar[], $3::timestamptz[], $4::uuid[], $5::varchar[])
+    WITH ORDINALITY AS t(bot_id, user_id, voted_at, delivery_id, traceparent, i)
 ), bot AS (
   SELECT input.i, b.webhook_url IS NOT NULL AND b.webhook_disabled_at IS NULL AS has_webhook
     FROM input JOIN bots b ON b.id = input.bot_id AND b.status = 'approved'
@@ -80,8 +81,9 @@ WITH input AS (
   RETURNING id
 ), delivery AS (
   INSERT INTO webhook_deliveries
-         (id, bot_id, vote_id, state, attempts_made, next_attempt_at, created_at, updated_at)
-  SELECT input.delivery_id, input.bot_id, logged.id, 'pending', 0, input.voted_at, input.voted_at, input.voted_at
+         (id, bot_id, vote_id, state, attempts_made, next_attempt_at, created_at, updated_at, traceparent)
+  SELECT input.delivery_id, input.bot_id, logged.id, 'pending', 0, input.voted_at, input.voted_at, input.voted_at,
+         input.traceparent
     FROM logged
     JOIN next_vote ON next_vote.id = logged.id
     JOIN input ON input.i = next_vote.i
@@ -107,6 +109,7 @@ interface CastInput {
   userId: string;
   votedAt: string;
   deliveryId: string;
+  traceparent: string | null;
 }
 
 interface CastRow {
@@ -135,6 +138,7 @@ export function createVotes(deps: VotesDeps) {
           votes.map((v) => v.userId),
           votes.map((v) => v.votedAt),
           votes.map((v) => v.deliveryId),
+          votes.map((v) => v.traceparent),
         ],
       });
       const answers: CastRow[] = votes.map(() => ({
@@ -165,7 +169,24 @@ export function createVotes(deps: VotesDeps) {
       // Milliseconds: the column is timestamptz(3), and the instant is the same everywhere.
       const now = clock.now();
       const votedAt = now.toISOString();
-      const row = await cast({ botId, userId, votedAt, deliveryId: newDeliveryId() });
+      // The vote's context (the request's server span): its delivery row keeps it, so every
+      // hand-off and attempt of the delivery continues this trace.
+      const traceparent = activeTraceparent();
+      const deliveryId = newDeliveryId();
+      // The statement is shared by the votes of one turn (createBatcher): this span is this vote's
+      // wait for it, with the statement's batch size.
+      const row = await inSpan(
+        "pg.cast_vote",
+        {
+          kind: SpanKind.CLIENT,
+          attributes: {
+            "db.system.name": "postgresql",
+            "db.operation.name": "cast_vote",
+            "botdir.bot_id": botId,
+          },
+        },
+        () => cast({ botId, userId, votedAt, deliveryId, traceparent }),
+      );
       if (!row.bot_found) throw new ApiError("not_found", MESSAGES.botNotFound);
 
       if (row.vote_id === null) {
@@ -182,7 +203,13 @@ export function createVotes(deps: VotesDeps) {
 
       if (row.delivery_id && deps.deliveryQueue) {
         const handed = await deps.deliveryQueue.handOff(
-          { id: row.delivery_id, botId, attemptsMade: 0, nextAttemptAt: now },
+          {
+            id: row.delivery_id,
+            botId,
+            attemptsMade: 0,
+            nextAttemptAt: now,
+            ...(traceparent ? { traceparent } : {}),
+          },
           now,
         );
         if (!handed) {

@@ -60,6 +60,8 @@ export function buildTestRequest(input: {
   secret: string;
   previousSecret: string | null;
   now: Date;
+  /** X-Webhook-Trace: the trace of the request that sends the test event. */
+  traceId?: string | null;
 }): { body: Buffer; headers: Record<string, string> } {
   const payload: TestEventPayload = {
     event: TEST_EVENT,
@@ -68,7 +70,13 @@ export function buildTestRequest(input: {
     sent_at: input.now.toISOString(),
   };
   const { id, secret, previousSecret, now } = input;
-  return signedWebhookRequest(payload, { id, secret, previousSecret, signedAt: now });
+  return signedWebhookRequest(payload, {
+    id,
+    secret,
+    previousSecret,
+    signedAt: now,
+    traceId: input.traceId ?? null,
+  });
 }
 
 /** Sends one request; never rejects. */

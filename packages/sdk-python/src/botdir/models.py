@@ -99,6 +99,8 @@ class DeliveryAttempt(TypedDict):
     outcome: Literal["delivered", "failed"]
     deliveryState: Literal["pending", "delivered", "failed"]
     attemptedAt: str
+    traceId: Optional[str]
+    """The trace the attempt belongs to (32 lowercase hex), as ``X-Webhook-Trace`` carried it; quote it to support."""
     test: bool
 
 

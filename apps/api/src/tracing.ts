@@ -1,0 +1,36 @@
+/**
+ * The API's spans below the request's server span (docs/tracing.md): the limiter's Redis call and
+ * the PostgreSQL statements, as CLIENT spans. The statements are shared by the requests of one
+ * event-loop turn (createBatcher), so each span is this request's wait for its batch.
+ */
+import type { Batched } from "@botdir/batcher";
+import { inSpan, SpanKind } from "@botdir/service-kit";
+import type { RateLimiter } from "./services/ratelimit.js";
+
+const REDIS = { "db.system.name": "redis" } as const;
+const POSTGRES = { "db.system.name": "postgresql" } as const;
+
+/** The limiter with a `redis.rate_limit` span around each decision (the decision as an attribute). */
+export function traceLimiter(limiter: RateLimiter): RateLimiter {
+  const span = <D extends { kind: string }>(endpoint: string, run: () => Promise<D>) =>
+    inSpan(
+      "redis.rate_limit",
+      { kind: SpanKind.CLIENT, attributes: { ...REDIS, "botdir.endpoint": endpoint } },
+      async (s) => {
+        const decision = await run();
+        s.setAttribute("botdir.rate_limit", decision.kind);
+        return decision;
+      },
+    );
+  return {
+    consume: (endpoint, key) => span(endpoint, () => limiter.consume(endpoint, key)),
+    consumeExisting: (endpoint, key) => span(endpoint, () => limiter.consumeExisting(endpoint, key)),
+  };
+}
+
+/** A batched statement with a `pg.<operation>` span around each caller's wait. */
+export function traceStatement<K, V>(operation: string, batched: Batched<K, V>): Batched<K, V> {
+  const name = `pg.${operation}`;
+  const attributes = { ...POSTGRES, "db.operation.name": operation };
+  return (key) => inSpan(name, { kind: SpanKind.CLIENT, attributes }, () => batched(key));
+}

@@ -1,0 +1,372 @@
+/**
+ * Traces across the real processes, run from their production bundles (`dist/main.js`: the spans
+ * are ours, so they must exist where instrumentation hooks could not patch anything), exporting
+ * OTLP/HTTP JSON to a receiver inside the test (docs/tracing.md):
+ * - one vote, cast under the site frontend's `traceparent`, is one trace: vote-ingest's server span,
+ *   its statement and the hand-off (producer), the dispatcher's consumer span, claim, POST (client)
+ *   and record; the receiver got the trace id in X-Webhook-Trace, the owner's delivery log shows it,
+ *   and the log lines of the three apps for it carry it (the API's through a /check of the same
+ *   page's trace, with its limiter and statement spans);
+ * - a first attempt answered 500 and its retry are in one trace;
+ * - a vote.batch job's consumer span links to each vote's context, each vote's attempt in its trace;
+ * - a test event carries the trace id of the request that sent it;
+ * - a redelivery starts a new trace, linked to the first;
+ * - a vote cast while Redis is down and handed off later by the outbox relay keeps its trace.
+ * Build first (`pnpm build`): the test starts the apps from dist/.
+ */
+import { randomBytes } from "node:crypto";
+import { randomUserId } from "@botdir/db/testing";
+import { type OtlpReceiver, type ReceivedSpan, SPAN_KIND, startOtlpReceiver } from "../src/otlp.js";
+import { type AppProcess, call, waitFor } from "../src/processes.js";
+import { type Stack, useStack } from "../src/stack.js";
+
+const hex = (bytes: number) => randomBytes(bytes).toString("hex");
+
+/** A W3C traceparent of a new sampled trace, as the site frontend sends it. */
+function frontendTrace(): { traceId: string; spanId: string; traceparent: string } {
+  const traceId = hex(16);
+  const spanId = hex(8);
+  return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` };
+}
+
+// Started as the file loads: the stacks' environments name its address.
+const otlp: OtlpReceiver = await startOtlpReceiver();
+afterAll(() => otlp.close());
+
+/** What every tracing stack runs with: info logs (to read trace_id) and the test's receiver. */
+const tracedEnv = () => ({
+  LOG_LEVEL: "info",
+  OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
+  OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+});
+
+/** A vote cast under `traceparent` on the stack's vote-ingest. */
+function voteUnder(stack: Stack, botId: string, traceparent: string) {
+  return call(`${stack.ingest.base}/internal/v1/votes`, {
+    method: "POST",
+    headers: { authorization: stack.keys.internalKey, traceparent },
+    body: { bot_id: botId, user_id: randomUserId() },
+  });
+}
+
+/** Waits until the trace holds a span matching `match`, and returns it. */
+function spanOf(traceId: string, what: string, match: (s: ReceivedSpan) => boolean): Promise<ReceivedSpan> {
+  return waitFor(() => otlp.trace(traceId).find(match), `${what} in trace ${traceId}`, 30_000);
+}
+
+const named = (service: string, name: string, kind?: number) => (s: ReceivedSpan) =>
+  s.service === service && s.name === name && (kind === undefined || s.kind === kind);
+
+/** The JSON log lines a process wrote with this trace id. */
+function logLines(proc: AppProcess, traceId: string): Record<string, unknown>[] {
+  return proc
+    .output()
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .flatMap((line) => {
+      try {
+        return [JSON.parse(line) as Record<string, unknown>];
+      } catch {
+        return [];
+      }
+    })
+    .filter((line) => line.trace_id === traceId);
+}
+
+/** The path of the one vote's span chain, ingest to dispatcher, asserted parent by parent. */
+async function expectVoteTrace(traceId: string, frontendSpanId: string) {
+  const server = await spanOf(
+    traceId,
+    "vote-ingest's server span",
+    named("botdir-vote-ingest", "POST /internal/v1/votes", SPAN_KIND.server),
+  );
+  expect(server.parentSpanId).toBe(frontendSpanId);
+  expect(server.attributes["http.route"]).toBe("/internal/v1/votes");
+  expect(server.attributes["http.response.status_code"]).toBe(201);
+  const statement = await spanOf(
+    traceId,
+    "the cast statement",
+    named("botdir-vote-ingest", "pg.cast_vote", SPAN_KIND.client),
+  );
+  expect(statement.parentSpanId).toBe(server.spanId);
+  const publish = await spanOf(
+    traceId,
+    "the hand-off",
+    named("botdir-vote-ingest", "webhook-deliveries publish", SPAN_KIND.producer),
+  );
+  expect(publish.parentSpanId).toBe(server.spanId);
+  const consumer = await spanOf(
+    traceId,
+    "the dispatcher's consumer span",
+    named("botdir-webhook-dispatcher", "webhook-deliveries process", SPAN_KIND.consumer),
+  );
+  expect(consumer.parentSpanId).toBe(publish.spanId);
+  for (const step of ["webhook.claim", "webhook.record"]) {
+    const span = await spanOf(traceId, step, named("botdir-webhook-dispatcher", step));
+    expect(span.parentSpanId).toBe(consumer.spanId);
+  }
+  const post = await spanOf(
+    traceId,
+    "the webhook POST",
+    named("botdir-webhook-dispatcher", "POST", SPAN_KIND.client),
+  );
+  expect(post.parentSpanId).toBe(consumer.spanId);
+  return { server, publish, consumer, post };
+}
+
+describe("traces on the shared stores", () => {
+  const stack = useStack({
+    dist: true,
+    env: tracedEnv(),
+    // /retry: the first attempt is answered 500, the next 204.
+    reply: (req, n) => ({ status: req.path === "/retry" && n === 1 ? 500 : 204 }),
+  });
+
+  it("when the site casts a vote under its traceparent, then one trace runs from the vote to the receiver, which gets its id, as do the delivery log and the three apps' log lines", async () => {
+    const bot = await stack.webhookBot(stack.receiver.url("/hook"));
+    const page = frontendTrace();
+    expect((await voteUnder(stack, bot.id, page.traceparent)).status).toBe(201);
+    const [received] = await waitFor(async () => {
+      const got = stack.receiver.forPath("/hook");
+      return got.length > 0 ? got : null;
+    }, "the webhook");
+    expect(received?.headers["x-webhook-trace"]).toBe(page.traceId);
+    expect(received?.headers.traceparent).toBeUndefined();
+
+    const { post } = await expectVoteTrace(page.traceId, page.spanId);
+    const [delivery] = await stack.deliveries(bot.id);
+    expect(post.attributes).toMatchObject({
+      "botdir.delivery_id": delivery?.id,
+      "botdir.bot_id": bot.id,
+      "botdir.attempt": 1,
+      "http.response.status_code": 204,
+    });
+    // Never the receiver's path (nor query) in an attribute.
+    expect(JSON.stringify(post.attributes)).not.toContain("/hook");
+
+    // The same page checks the vote on the public API: its server span (by route template) with the
+    // limiter's and PostgreSQL's work as children.
+    const check = await call(`${stack.api.base}/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`, {
+      headers: { authorization: bot.token, traceparent: `00-${page.traceId}-${hex(8)}-01` },
+    });
+    expect(check.status).toBe(200);
+    const apiServer = await spanOf(
+      page.traceId,
+      "the API's server span",
+      named("botdir-api", "GET /api/v1/bots/:id/check", SPAN_KIND.server),
+    );
+    const limiter = await spanOf(
+      page.traceId,
+      "the limiter",
+      named("botdir-api", "redis.rate_limit", SPAN_KIND.client),
+    );
+    const window = await spanOf(
+      page.traceId,
+      "the vote-window statement",
+      named("botdir-api", "pg.vote_window", SPAN_KIND.client),
+    );
+    expect(limiter.parentSpanId).toBe(apiServer.spanId);
+    expect(window.parentSpanId).toBe(apiServer.spanId);
+
+    const log = await call(`${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries`, {
+      headers: { authorization: bot.token },
+    });
+    expect((log.body as { attempts: { traceId: string }[] }).attempts[0]?.traceId).toBe(page.traceId);
+
+    await waitFor(() => logLines(stack.dispatcher, page.traceId).length > 0, "the dispatcher's log line");
+    expect(logLines(stack.ingest, page.traceId).map((l) => l.msg)).toContain("request");
+    expect(logLines(stack.api, page.traceId).map((l) => l.route)).toContain("/api/v1/bots/:id/check");
+    expect(logLines(stack.dispatcher, page.traceId).map((l) => l.msg)).toContain("webhook delivered");
+    expect(otlp.rejected).toBe(0);
+  }, 120_000);
+
+  it("when the first attempt is answered 500, then its retry is in the same trace, and both requests carry its id", async () => {
+    const bot = await stack.webhookBot(stack.receiver.url("/retry"));
+    const page = frontendTrace();
+    expect((await voteUnder(stack, bot.id, page.traceparent)).status).toBe(201);
+    await waitFor(
+      async () => (await stack.deliveries(bot.id))[0]?.state === "delivered",
+      "the retry",
+      30_000,
+    );
+    const received = stack.receiver.forPath("/retry");
+    expect(received.map((r) => r.headers["x-webhook-trace"])).toEqual([page.traceId, page.traceId]);
+
+    const { publish } = await expectVoteTrace(page.traceId, page.spanId);
+    const posts = await waitFor(() => {
+      const found = otlp
+        .trace(page.traceId)
+        .filter(named("botdir-webhook-dispatcher", "POST", SPAN_KIND.client));
+      return found.length === 2 ? found : null;
+    }, "both attempts' POST spans");
+    expect(posts.map((p) => p.attributes["http.response.status_code"]).sort()).toEqual([204, 500]);
+    expect(posts.find((p) => p.attributes["botdir.attempt"] === 1)?.attributes["error.type"]).toBe(
+      "http_status",
+    );
+    // Each attempt's consumer span continues the hand-off the job carries.
+    const consumers = otlp
+      .trace(page.traceId)
+      .filter(named("botdir-webhook-dispatcher", "webhook-deliveries process"));
+    expect(consumers.length).toBe(2);
+    expect(consumers.every((c) => c.parentSpanId === publish.spanId)).toBe(true);
+
+    const [delivery] = await stack.deliveries(bot.id);
+    const attempts = await stack.attempts(delivery!.id);
+    expect(attempts.map((a) => a.traceId)).toEqual([page.traceId, page.traceId]);
+  }, 120_000);
+
+  it("when votes are handed off together in a vote.batch job, then its consumer span links to each vote's context, and each vote's attempt is in the vote's own trace", async () => {
+    // One bot per vote: a bot's webhook takes 4 attempts at once (fairness), and an item over the cap
+    // would leave the batch for a job of its own.
+    const pages = Array.from({ length: 8 }, frontendTrace);
+    const bots = await Promise.all(pages.map((_, i) => stack.webhookBot(stack.receiver.url(`/batch/${i}`))));
+    const answers = await Promise.all(
+      pages.map((page, i) => voteUnder(stack, bots[i]!.id, page.traceparent)),
+    );
+    expect(answers.map((a) => a.status)).toEqual(pages.map(() => 201));
+    const received = () => stack.receiver.requests.filter((r) => r.path.startsWith("/batch/"));
+    await waitFor(() => received().length === pages.length, "every vote's webhook", 30_000);
+    const traces = new Set(pages.map((p) => p.traceId));
+    expect(new Set(received().map((r) => r.headers["x-webhook-trace"]))).toEqual(traces);
+
+    const batch = await waitFor(
+      () =>
+        otlp.spans.find(
+          (s) =>
+            s.name === "webhook-deliveries process" &&
+            s.parentSpanId === "" &&
+            s.links.some((l) => traces.has(l.traceId)),
+        ),
+      "a vote.batch consumer span linked to these votes",
+    );
+    expect(batch.links.length).toBeGreaterThanOrEqual(2);
+    for (const link of batch.links) {
+      // The link is to the vote's hand-off; the item's work is that vote's trace, linked back.
+      const publish = await spanOf(
+        link.traceId,
+        "the hand-off",
+        named("botdir-vote-ingest", "webhook-deliveries publish"),
+      );
+      expect(link.spanId).toBe(publish.spanId);
+      const item = await spanOf(
+        link.traceId,
+        "the batch item",
+        named("botdir-webhook-dispatcher", "webhook.deliver"),
+      );
+      expect(item.parentSpanId).toBe(publish.spanId);
+      expect(item.links).toEqual([{ traceId: batch.traceId, spanId: batch.spanId }]);
+      const post = await spanOf(link.traceId, "the item's POST", named("botdir-webhook-dispatcher", "POST"));
+      const claim = await spanOf(
+        link.traceId,
+        "the item's claim",
+        named("botdir-webhook-dispatcher", "webhook.claim"),
+      );
+      expect(post.parentSpanId).toBe(item.spanId);
+      expect(claim.parentSpanId).toBe(item.spanId);
+    }
+  }, 120_000);
+
+  it("when the operator sends a test event, then it carries the request's trace id, which the delivery log shows", async () => {
+    const bot = await stack.webhookBot(stack.receiver.url("/test-event"));
+    const page = frontendTrace();
+    const sent = await call(`${stack.ingest.base}/internal/v1/bots/${bot.id}/webhook/test`, {
+      method: "POST",
+      headers: { authorization: stack.keys.internalKey, traceparent: page.traceparent },
+    });
+    expect(sent.body).toMatchObject({ delivered: true, statusCode: 204 });
+    expect(stack.receiver.forPath("/test-event")[0]?.headers["x-webhook-trace"]).toBe(page.traceId);
+    const log = await call(`${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries`, {
+      headers: { authorization: bot.token },
+    });
+    expect((log.body as { attempts: { test: boolean; traceId: string }[] }).attempts).toEqual([
+      expect.objectContaining({ test: true, traceId: page.traceId }),
+    ]);
+  }, 60_000);
+
+  it("when the owner redelivers a delivery, then its attempts are in a new trace linked to the vote's", async () => {
+    const bot = await stack.webhookBot(stack.receiver.url("/redeliver"));
+    const page = frontendTrace();
+    expect((await voteUnder(stack, bot.id, page.traceparent)).status).toBe(201);
+    await waitFor(
+      async () => (await stack.deliveries(bot.id))[0]?.state === "delivered",
+      "the first delivery",
+    );
+    const { server } = await expectVoteTrace(page.traceId, page.spanId);
+    const [delivery] = await stack.deliveries(bot.id);
+
+    const auth = { authorization: bot.token };
+    const url = `${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries/${delivery!.id}/redeliver`;
+    expect((await call(url, { method: "POST", headers: auth })).status).toBe(202);
+    await waitFor(() => stack.receiver.forPath("/redeliver").length === 2, "the redelivered attempt", 30_000);
+    const newTrace = stack.receiver.forPath("/redeliver")[1]?.headers["x-webhook-trace"] as string;
+    expect(newTrace).toMatch(/^[0-9a-f]{32}$/);
+    expect(newTrace).not.toBe(page.traceId);
+
+    const redeliver = await spanOf(newTrace, "the redelivery", named("botdir-api", "webhook.redeliver"));
+    expect(redeliver.links).toEqual([{ traceId: page.traceId, spanId: server.spanId }]);
+    // The relay's hand-off of the new series continues the context the row now keeps.
+    const publish = await spanOf(
+      newTrace,
+      "the relay's hand-off",
+      named("botdir-vote-ingest", "webhook-deliveries publish"),
+    );
+    expect(publish.parentSpanId).toBe(redeliver.spanId);
+    await spanOf(
+      newTrace,
+      "the redelivered POST",
+      named("botdir-webhook-dispatcher", "POST", SPAN_KIND.client),
+    );
+
+    const log = await call(`${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries`, { headers: auth });
+    const attempts = (log.body as { attempts: { series: number; traceId: string }[] }).attempts;
+    expect(attempts.map((a) => [a.series, a.traceId])).toEqual([
+      [1, newTrace],
+      [0, page.traceId],
+    ]);
+  }, 120_000);
+});
+
+describe("traces across a Redis outage", () => {
+  const stack = useStack({ dist: true, privateRedis: true, env: tracedEnv() });
+
+  it("when a vote is cast while Redis is down, then the relay's later hand-off continues the vote's trace", async () => {
+    const bot = await stack.webhookBot(stack.receiver.url("/outage"));
+    const page = frontendTrace();
+    await stack.redis.kill();
+    try {
+      expect((await voteUnder(stack, bot.id, page.traceparent)).status).toBe(201);
+      const failed = await spanOf(
+        page.traceId,
+        "the failed hand-off",
+        named("botdir-vote-ingest", "webhook-deliveries publish"),
+      );
+      expect(failed.attributes["error.type"]).toBe("queue_unavailable");
+      expect(logLines(stack.ingest, page.traceId).map((l) => l.msg)).toContain(
+        "queue unavailable; the outbox relay will hand off",
+      );
+    } finally {
+      await stack.redis.restart();
+    }
+    await waitFor(() => stack.receiver.forPath("/outage").length > 0, "the relayed webhook", 60_000);
+    expect(stack.receiver.forPath("/outage")[0]?.headers["x-webhook-trace"]).toBe(page.traceId);
+
+    const server = await spanOf(
+      page.traceId,
+      "vote-ingest's server span",
+      named("botdir-vote-ingest", "POST /internal/v1/votes"),
+    );
+    const consumer = await spanOf(
+      page.traceId,
+      "the consumer span",
+      named("botdir-webhook-dispatcher", "webhook-deliveries process"),
+    );
+    const publishes = otlp
+      .trace(page.traceId)
+      .filter(named("botdir-vote-ingest", "webhook-deliveries publish"));
+    const relayed = publishes.find((p) => p.spanId === consumer.parentSpanId);
+    expect(relayed).toBeDefined();
+    expect(relayed?.attributes["error.type"]).toBeUndefined();
+    // Both hand-offs are children of the vote's request: the relay continued the row's context.
+    expect(publishes.every((p) => p.parentSpanId === server.spanId)).toBe(true);
+  }, 180_000);
+});

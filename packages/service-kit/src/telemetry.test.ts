@@ -1,0 +1,150 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import express from "express";
+import { pino } from "pino";
+import { loggerOptions, requestContext } from "./http.js";
+import {
+  activeTraceId,
+  contextOf,
+  inSpan,
+  parseKeyValues,
+  startTelemetry,
+  TelemetryEnvFields,
+  traceIdOf,
+  traceparentOf,
+  tracer,
+} from "./telemetry.js";
+import { waitFor } from "./testing.js";
+
+// No endpoint: nothing is exported, but every span still has ids (AlwaysOff sampler).
+const telemetry = startTelemetry({
+  OTEL_TRACES_SAMPLER: "parentbased_always_on",
+  OTEL_TRACES_SAMPLER_ARG: 1,
+  OTEL_SDK_DISABLED: false,
+  OTEL_SERVICE_NAME: "botdir-test",
+});
+afterAll(() => telemetry.shutdown());
+
+const INCOMING = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+describe("startTelemetry without an endpoint", () => {
+  it("then nothing is exported, yet a span has a valid trace id that its children share", async () => {
+    expect(telemetry.exporting).toBe(false);
+    const ids = await inSpan("outer", {}, async (outer) => {
+      expect(outer.isRecording()).toBe(false);
+      const inner = await inSpan("inner", {}, async () => activeTraceId());
+      return { outer: outer.spanContext().traceId, inner };
+    });
+    expect(ids.outer).toMatch(/^[0-9a-f]{32}$/);
+    expect(ids.outer).not.toBe("0".repeat(32));
+    expect(ids.inner).toBe(ids.outer);
+  });
+
+  it("when a stored traceparent is the parent, then the span continues its trace", async () => {
+    const traceId = await inSpan("child", { parent: contextOf(INCOMING) }, async () => activeTraceId());
+    expect(traceId).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+    expect(traceIdOf(INCOMING)).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+    expect(traceIdOf("garbage")).toBeNull();
+  });
+
+  it("when a span is started outside any other, then its traceparent is a W3C traceparent", () => {
+    const span = tracer().startSpan("x");
+    expect(traceparentOf(span.spanContext())).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
+    span.end();
+  });
+});
+
+describe("requestContext and the log mixin", () => {
+  let server: Server;
+  let port: number;
+  const lines: Record<string, unknown>[] = [];
+  const stream = { write: (line: string) => void lines.push(JSON.parse(line)) };
+  const logged = (msg: string) => waitFor(() => lines.find((l) => l.msg === msg), `log line "${msg}"`);
+  let seenInHandler: string | null = null;
+
+  beforeAll(async () => {
+    const logger = pino(loggerOptions("test", "info", { nodeEnv: "production", tty: false }), stream);
+    const app = express();
+    app.use(requestContext(logger));
+    app.get("/things/:id", (_req, res) => {
+      seenInHandler = activeTraceId();
+      logger.info({ event: "inside" }, "inside the request");
+      res.json({ ok: true });
+    });
+    server = createServer(app);
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  it("when a request carries a traceparent, then the handler and every log line of the request are in that trace", async () => {
+    const answer = await fetch(`http://127.0.0.1:${port}/things/42`, { headers: { traceparent: INCOMING } });
+    expect(answer.status).toBe(200);
+    expect(seenInHandler).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+    const request = await logged("request");
+    const inside = await logged("inside the request");
+    expect(inside.trace_id).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+    expect(inside.span_id).toMatch(/^[0-9a-f]{16}$/);
+    expect(request.trace_id).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+    expect(request.route).toBe("/things/:id");
+  });
+
+  it("when a request carries none, then it gets a new trace of its own", async () => {
+    await fetch(`http://127.0.0.1:${port}/things/43`);
+    expect(seenInHandler).toMatch(/^[0-9a-f]{32}$/);
+    expect(seenInHandler).not.toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+  });
+
+  it("when a log line is written outside any span, then it has no trace fields", async () => {
+    const logger = pino(loggerOptions("test", "info", { nodeEnv: "production", tty: false }), stream);
+    logger.info({}, "outside");
+    const line = await logged("outside");
+    expect(line.trace_id).toBeUndefined();
+  });
+});
+
+describe("TelemetryEnvFields", () => {
+  it("accepts the standard samplers and refuses a protocol other than http/json", () => {
+    expect(TelemetryEnvFields.OTEL_TRACES_SAMPLER.parse("parentbased_traceidratio")).toBe(
+      "parentbased_traceidratio",
+    );
+    expect(TelemetryEnvFields.OTEL_TRACES_SAMPLER.safeParse("sometimes").success).toBe(false);
+    expect(TelemetryEnvFields.OTEL_EXPORTER_OTLP_PROTOCOL.safeParse("grpc").success).toBe(false);
+    expect(TelemetryEnvFields.OTEL_TRACES_SAMPLER_ARG.safeParse("1.5").success).toBe(false);
+  });
+
+  it("reads resource attributes and headers as key=value pairs", () => {
+    expect(parseKeyValues("deployment.environment=prod, team=votes%20core")).toEqual({
+      "deployment.environment": "prod",
+      team: "votes core",
+    });
+    expect(parseKeyValues("novalue")).toBeNull();
+  });
+});
+
+describe("inSpan with tracing off", () => {
+  it("when the parent is a local span that is not recording, then the work runs in the parent (same ids, no span made)", async () => {
+    const seen = await inSpan("server", {}, async (server) => {
+      const inner = await inSpan("pg.statement", {}, async (span) => span.spanContext().spanId);
+      return { server: server.spanContext().spanId, inner };
+    });
+    expect(seen.inner).toBe(seen.server);
+  });
+
+  it("when the parent is a remote context (a job's traceparent) and nothing is exported, then the work runs in that context, its trace id active", async () => {
+    const seen = await inSpan("process", { parent: contextOf(INCOMING) }, async (span) => ({
+      ids: span.spanContext(),
+      active: activeTraceId(),
+    }));
+    expect(seen.active).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+    expect(seen.ids.spanId).toBe("00f067aa0ba902b7");
+  });
+
+  it("when a span starts a trace of its own (root), then it gets new ids even with tracing off", async () => {
+    const traceId = await inSpan("batch", { root: true, parent: contextOf(INCOMING) }, async () =>
+      activeTraceId(),
+    );
+    expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+    expect(traceId).not.toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+  });
+});

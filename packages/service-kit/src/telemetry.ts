@@ -1,0 +1,307 @@
+/**
+ * Tracing of the three apps (docs/tracing.md): the OpenTelemetry trace SDK configured from the
+ * standard OTEL_* variables, and the few helpers the apps start their spans with.
+ *
+ * Spans are started at our own seams (the request-context middleware, the vote path, the queue
+ * hand-offs, the dispatcher's claim / POST / record), not by instrumentation libraries: those patch
+ * modules as Node loads them (require-in-the-middle / import-in-the-middle), and the production
+ * bundles (scripts/build-app.mjs) load Express, pg, ioredis and BullMQ from inside one file, where
+ * nothing can patch them. Our seams also name spans by what they do for a vote, and carry the
+ * delivery and bot ids the operator searches by.
+ *
+ * A provider is always registered, even with no endpoint (or OTEL_SDK_DISABLED): its sampler then
+ * drops every span (nothing recorded, nothing exported), but the SDK still draws a trace id and a
+ * span id for each one. Every vote therefore has a trace id owners can quote (X-Webhook-Trace) and
+ * every log line written inside a span carries it.
+ */
+import {
+  type Attributes,
+  type Context,
+  context,
+  type Link,
+  propagation,
+  ROOT_CONTEXT,
+  type Span,
+  type SpanContext,
+  SpanKind,
+  SpanStatusCode,
+  type Tracer,
+  trace,
+} from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { W3CTraceContextPropagator } from "@opentelemetry/core";
+import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
+import { defaultResource, resourceFromAttributes } from "@opentelemetry/resources";
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  type Sampler,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+} from "@opentelemetry/sdk-trace";
+import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
+import { z } from "zod";
+
+export type { Link };
+export { SpanKind };
+
+const SAMPLERS = [
+  "always_on",
+  "always_off",
+  "traceidratio",
+  "parentbased_always_on",
+  "parentbased_always_off",
+  "parentbased_traceidratio",
+] as const;
+
+/** `key=value,key=value` (W3C baggage-like, values percent-decoded), as OTEL_RESOURCE_ATTRIBUTES. */
+export function parseKeyValues(text: string): Record<string, string> | null {
+  const out: Record<string, string> = {};
+  for (const part of text.split(",")) {
+    if (part.trim() === "") continue;
+    const eq = part.indexOf("=");
+    if (eq <= 0) return null;
+    const key = part.slice(0, eq).trim();
+    let value: string;
+    try {
+      value = decodeURIComponent(part.slice(eq + 1).trim());
+    } catch {
+      return null;
+    }
+    if (key === "") return null;
+    out[key] = value;
+  }
+  return out;
+}
+
+const keyValues = (what: string) =>
+  z
+    .string()
+    .refine((v) => parseKeyValues(v) !== null, `must be ${what} as key=value pairs separated by commas`);
+
+/** The standard OpenTelemetry variables every app's env schema reads (service name: per app). */
+export const TelemetryEnvFields = {
+  /** OTLP/HTTP base URL (`/v1/traces` is appended); unset: nothing is exported. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z
+    .url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" })
+    .optional(),
+  /** The exporter sends OTLP/HTTP with JSON bodies; nothing else is accepted. */
+  OTEL_EXPORTER_OTLP_PROTOCOL: z.enum(["http/json"], { error: "must be http/json" }).default("http/json"),
+  /** Headers of every export request, e.g. `x-honeycomb-team=KEY` (never logged). */
+  OTEL_EXPORTER_OTLP_HEADERS: keyValues("headers").optional(),
+  OTEL_TRACES_SAMPLER: z
+    .enum(SAMPLERS, { error: `must be one of ${SAMPLERS.join(", ")}` })
+    .default("parentbased_always_on"),
+  /** The ratio of the *traceidratio samplers, 0 to 1. */
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).default(1),
+  OTEL_SDK_DISABLED: z
+    .enum(["true", "false", "1", "0", "yes", "no", ""])
+    .default("false")
+    .transform((v) => v === "true" || v === "1" || v === "yes"),
+  OTEL_RESOURCE_ATTRIBUTES: keyValues("resource attributes").optional(),
+} as const;
+
+/** The fields of an app's env schema: TelemetryEnvFields and OTEL_SERVICE_NAME defaulting to `serviceName`. */
+export function telemetryEnvFields(serviceName: string) {
+  return { ...TelemetryEnvFields, OTEL_SERVICE_NAME: z.string().min(1).max(200).default(serviceName) };
+}
+
+export interface TelemetryEnv {
+  OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined;
+  OTEL_EXPORTER_OTLP_HEADERS?: string | undefined;
+  OTEL_TRACES_SAMPLER: (typeof SAMPLERS)[number];
+  OTEL_TRACES_SAMPLER_ARG: number;
+  OTEL_SDK_DISABLED: boolean;
+  OTEL_RESOURCE_ATTRIBUTES?: string | undefined;
+  OTEL_SERVICE_NAME: string;
+}
+
+export interface Telemetry {
+  /** Whether spans are exported (an endpoint is set and the SDK is not disabled). */
+  readonly exporting: boolean;
+  /** Exports the spans still buffered and stops (the last step of an app's shutdown). */
+  shutdown(): Promise<void>;
+}
+
+function samplerOf(env: TelemetryEnv): Sampler {
+  const ratio = new TraceIdRatioBasedSampler(env.OTEL_TRACES_SAMPLER_ARG);
+  switch (env.OTEL_TRACES_SAMPLER) {
+    case "always_on":
+      return new AlwaysOnSampler();
+    case "always_off":
+      return new AlwaysOffSampler();
+    case "traceidratio":
+      return ratio;
+    case "parentbased_always_on":
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+    case "parentbased_always_off":
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case "parentbased_traceidratio":
+      return new ParentBasedSampler({ root: ratio });
+  }
+}
+
+/**
+ * Registers the process's context manager (AsyncLocalStorage), the W3C trace-context propagator
+ * and the tracer provider. Call once, first thing in main.ts.
+ */
+export function startTelemetry(env: TelemetryEnv): Telemetry {
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  const endpoint = env.OTEL_SDK_DISABLED ? undefined : env.OTEL_EXPORTER_OTLP_ENDPOINT;
+  const resource = defaultResource().merge(
+    resourceFromAttributes({
+      ...(env.OTEL_RESOURCE_ATTRIBUTES ? parseKeyValues(env.OTEL_RESOURCE_ATTRIBUTES) : {}),
+      [ATTR_SERVICE_NAME]: env.OTEL_SERVICE_NAME,
+    }),
+  );
+  const exporter = endpoint
+    ? new OTLPTraceExporter({
+        url: `${endpoint.replace(/\/+$/, "")}/v1/traces`,
+        headers: env.OTEL_EXPORTER_OTLP_HEADERS ? (parseKeyValues(env.OTEL_EXPORTER_OTLP_HEADERS) ?? {}) : {},
+      })
+    : undefined;
+  const provider = new TracerProvider({
+    resource,
+    // Without an exporter every span is dropped, yet still has its ids (see the file's comment).
+    sampler: exporter ? samplerOf(env) : new AlwaysOffSampler(),
+    spanProcessors: exporter ? [new BatchSpanProcessor({ exporter, scheduledDelayMillis: 1_000 })] : [],
+  });
+  trace.setGlobalTracerProvider(provider);
+  exporting = exporter !== undefined;
+  return { exporting, shutdown: () => provider.shutdown() };
+}
+
+let botdirTracer: Tracer | undefined;
+/** Whether this process exports spans (startTelemetry with an endpoint). */
+let exporting = false;
+
+/** Whether spans are exported: links and the like are worth computing only then. */
+export function tracesExported(): boolean {
+  return exporting;
+}
+
+/**
+ * The tracer of our spans. Taken once: before startTelemetry it is the API's proxy tracer, which
+ * hands each span to the provider registered since.
+ */
+export function tracer(): Tracer {
+  botdirTracer ??= trace.getTracer("botdir");
+  return botdirTracer;
+}
+
+export interface SpanStart {
+  kind?: SpanKind;
+  attributes?: Attributes;
+  links?: Link[];
+  /** The parent (default: the active context); ROOT_CONTEXT with `root` starts a new trace. */
+  parent?: Context;
+  root?: boolean;
+  /** Errors that are a normal outcome (e.g. BullMQ's DelayedError): thrown on, the span not failed. */
+  expected?: (error: unknown) => boolean;
+}
+
+/**
+ * Runs `fn` inside a new span (active for everything `fn` awaits), ends it when `fn` settles and
+ * marks it failed when `fn` throws (the error's name only: messages may carry data).
+ */
+export async function inSpan<T>(name: string, start: SpanStart, fn: (span: Span) => Promise<T>): Promise<T> {
+  const parent = start.parent ?? context.active();
+  // A child of a local span that is not recording would not be recorded either (every standard
+  // sampler decides so: parent-based ones by the parent, ratio ones by the same trace id, always_on
+  // records the parent): run `fn` in the parent instead. With tracing off, the trace id and the
+  // server and consumer spans' ids stay, and the spans below them cost nothing.
+  // Without an exporter nothing is recorded at all: a span below a known trace (a job's stored
+  // context, a batch item's) adds nothing but its own id, so the work runs in that context.
+  const current = trace.getSpan(parent);
+  if (current && !start.root && (!exporting || (!start.links?.length && !current.isRecording()))) {
+    const ids = current.spanContext();
+    if (!exporting || ids.isRemote !== true) {
+      if (trace.isSpanContextValid(ids)) {
+        return parent === context.active() ? fn(current) : context.with(parent, () => fn(current));
+      }
+    }
+  }
+  const span = tracer().startSpan(
+    name,
+    {
+      ...(start.kind === undefined ? {} : { kind: start.kind }),
+      ...(start.attributes ? { attributes: start.attributes } : {}),
+      ...(start.links ? { links: start.links } : {}),
+      ...(start.root ? { root: true } : {}),
+    },
+    parent,
+  );
+  try {
+    return await context.with(trace.setSpan(parent, span), () => fn(span));
+  } catch (error) {
+    if (!start.expected?.(error)) failSpan(span, error);
+    throw error;
+  } finally {
+    span.end();
+  }
+}
+
+/**
+ * Marks `span` failed: `error.type` is a given kind (a string) or the error's name, never its
+ * message (which may hold data).
+ */
+export function failSpan(span: Span, error: unknown): void {
+  span.setStatus({ code: SpanStatusCode.ERROR });
+  const type = typeof error === "string" ? error : error instanceof Error ? error.name : "error";
+  span.setAttribute("error.type", type);
+}
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+const INVALID_TRACE = "00000000000000000000000000000000";
+
+/** The W3C `traceparent` of a span context, or null for an invalid one (no provider registered). */
+export function traceparentOf(spanContext: SpanContext | undefined): string | null {
+  if (!spanContext || !trace.isSpanContextValid(spanContext)) return null;
+  const flags = (spanContext.traceFlags & 0xff).toString(16).padStart(2, "0");
+  return `00-${spanContext.traceId}-${spanContext.spanId}-${flags}`;
+}
+
+/** The `traceparent` of the active span (or null). */
+export function activeTraceparent(): string | null {
+  return traceparentOf(trace.getActiveSpan()?.spanContext());
+}
+
+/** The trace id of the active span: 32 lowercase hex characters, or null without one. */
+export function activeTraceId(): string | null {
+  const id = trace.getActiveSpan()?.spanContext().traceId;
+  return id && id !== INVALID_TRACE ? id : null;
+}
+
+/** The trace id of a stored `traceparent`, or null when there is none or it is malformed. */
+export function traceIdOf(traceparent: string | null | undefined): string | null {
+  const match = traceparent ? TRACEPARENT.exec(traceparent) : null;
+  return match?.[1] && match[1] !== INVALID_TRACE ? match[1] : null;
+}
+
+/** The remote span context of a stored `traceparent` (for a parent or a link), or undefined. */
+export function spanContextOf(traceparent: string | null | undefined): SpanContext | undefined {
+  if (!traceparent || traceIdOf(traceparent) === null) return undefined;
+  return trace.getSpanContext(propagation.extract(ROOT_CONTEXT, { traceparent }));
+}
+
+/** A context whose parent is the stored `traceparent` (ROOT_CONTEXT without a valid one). */
+export function contextOf(traceparent: string | null | undefined): Context {
+  const remote = spanContextOf(traceparent);
+  return remote ? trace.setSpanContext(ROOT_CONTEXT, remote) : ROOT_CONTEXT;
+}
+
+/** pino `mixin`: `trace_id` and `span_id` on every line written inside a span (nothing otherwise). */
+export function traceLogFields(): Record<string, string> {
+  const spanContext = trace.getActiveSpan()?.spanContext();
+  if (!spanContext || spanContext.traceId === INVALID_TRACE) return {};
+  return { trace_id: spanContext.traceId, span_id: spanContext.spanId };
+}
+
+/** Adds a link from `span` to the span of a stored `traceparent` (nothing when there is none). */
+export function linkTo(span: Span, traceparent: string | null | undefined): void {
+  const linked = spanContextOf(traceparent);
+  if (linked) span.addLink({ context: linked });
+}
