@@ -1,14 +1,17 @@
 /**
  * The API on a Redis Cluster (REDIS_CLUSTER_NODES): the limiter's batched Lua call and the page
  * cache's batched DEL touch keys of many hash slots, which a Cluster refuses in one command
- * (CROSSSLOT); both are split per slot.
+ * (CROSSSLOT); both are split per slot. A fault proxy in front of every node lets one master be
+ * slowed.
  */
+import { randomBytes } from "node:crypto";
 import { hashToken } from "@botdir/db";
 import { seedBot, useForFile } from "@botdir/db/testing";
-import { createRedis, groupBySlot, redisTargetOf } from "@botdir/service-kit";
+import { createRedis, groupBySlot, redisTargetOf, systemClock } from "@botdir/service-kit";
 import { redisReady } from "@botdir/service-kit/testing";
 import { startRedisCluster } from "@botdir/test-stores";
 import { createCaches } from "../src/services/cache.js";
+import { createRateLimiter } from "../src/services/ratelimit.js";
 import { CapturingLogger, checkVote, useHarness } from "./support.js";
 
 const { h } = useHarness();
@@ -17,7 +20,7 @@ const { h } = useHarness();
 const shared = useForFile(
   "the Redis Cluster",
   async () => {
-    const cluster = await startRedisCluster();
+    const cluster = await startRedisCluster({ proxied: true });
     const redis = createRedis(
       redisTargetOf({ REDIS_URL: "redis://unused", REDIS_CLUSTER_NODES: cluster.nodes }),
       "fail-fast",
@@ -54,6 +57,36 @@ describe("rate limits on a Redis Cluster", () => {
     expect(logger.events("rate_limit_fail_open")).toEqual([]);
     const counts = await Promise.all(keys.map((k) => redis.get(k)));
     expect(counts).toEqual(keys.map(() => "1"));
+  });
+
+  it("when one master answers later than the deadline, then only the keys of its slots fail open and the other keys of the same batch are counted", async () => {
+    const { cluster, redis } = shared;
+    const logger = new CapturingLogger();
+    const limiter = createRateLimiter({
+      redis,
+      prefix: h.prefix,
+      timeoutMs: 1_000,
+      logger,
+      clock: systemClock,
+    });
+    const hashes = Array.from({ length: 40 }, () => randomBytes(32).toString("hex"));
+    const masters = await Promise.all(hashes.map((k) => cluster.masterOf(`${h.prefix}rl:check:${k}`)));
+    const slow = masters[0] as number;
+    expect(new Set(masters).size).toBeGreaterThan(1);
+    const proxy = cluster.proxies[cluster.ports.indexOf(slow)];
+    if (!proxy) throw new Error(`no proxy in front of ${slow}`);
+
+    proxy.setDelay(3_000);
+    try {
+      // One event-loop turn: one batch, one Lua call per slot.
+      const decisions = await Promise.all(hashes.map((k) => limiter.consume("check", k)));
+      expect(decisions.map((d) => d.kind)).toEqual(masters.map((m) => (m === slow ? "unknown" : "allowed")));
+    } finally {
+      proxy.setDelay(0);
+      // Behind the late answers on the same connection: resolves once they have all come.
+      await redis.get(`${h.prefix}rl:check:${hashes[0]}`);
+    }
+    expect(logger.events("rate_limit_fail_open")).toHaveLength(1);
   });
 
   it("when a token sends 601 checks, then the 601st is refused with 429", async () => {

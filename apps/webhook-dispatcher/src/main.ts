@@ -15,7 +15,7 @@ import { createHttpApp } from "./app.js";
 import { warmUp } from "./deliveries.js";
 import { loadEnv } from "./env.js";
 import { createDispatcherMetrics } from "./metrics.js";
-import { createRetentionMetrics, scheduleRetention } from "./retention.js";
+import { createRetentionMetrics, firstRetentionDelayMs, scheduleRetention } from "./retention.js";
 import { createDispatcherWorker } from "./worker.js";
 
 const env = loadEnv();
@@ -78,8 +78,8 @@ const retention =
           batchSize: env.WEBHOOK_RETENTION_BATCH,
           pauseMs: 20,
           intervalMs: env.WEBHOOK_RETENTION_INTERVAL_S * 1000,
-          // Spread the replicas' first tries over a minute after start.
-          firstDelayMs: 60_000 + Math.floor(Math.random() * 60_000),
+          // Spread the replicas' first tries over a minute after start (an interval when shorter).
+          firstDelayMs: firstRetentionDelayMs(env.WEBHOOK_RETENTION_INTERVAL_S * 1000, Math.random()),
         },
       )
     : undefined;

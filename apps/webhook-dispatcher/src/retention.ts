@@ -29,6 +29,18 @@ export const RETENTION_APPLICATION_NAME = "botdir-retention";
  */
 export const RETENTION_RETRY_MS = 1_000;
 export const RETENTION_RETRY_MAX_MS = 60_000;
+/** The replicas' first runs are spread over this long, starting this long after start. */
+export const RETENTION_FIRST_SPREAD_MS = 60_000;
+
+/**
+ * When a replica's first run comes: 1–2 minutes after start (`random` ∈ [0, 1) spreads the
+ * replicas), or 1–2 intervals when the interval is shorter than a minute, so a short interval
+ * (the failover suite's 1 s) runs from the start.
+ */
+export function firstRetentionDelayMs(intervalMs: number, random: number): number {
+  const base = Math.min(intervalMs, RETENTION_FIRST_SPREAD_MS);
+  return base + Math.floor(random * base);
+}
 
 /** pg_try_advisory_lock key of the retention run (one replica at a time). */
 export const RETENTION_LOCK_ID = 72_707_370;

@@ -4,6 +4,7 @@ import { createMetricsRegistry, ManualClock } from "@botdir/service-kit";
 import { silentLogger } from "@botdir/service-kit/testing";
 import {
   createRetentionMetrics,
+  firstRetentionDelayMs,
   RETENTION_LOCK_ID,
   runRetention,
   scheduleRetention,
@@ -230,5 +231,15 @@ describe("delivery retention after a failed run", () => {
     expect(runs).toHaveLength(1);
     expect(runs[0]).toMatchObject({ event: "retention_run", ran: true });
     expect(Date.now() - started).toBeLessThan(20_000);
+  });
+});
+
+describe("the first retention run of a replica", () => {
+  it("when the interval is an hour, then it comes 1–2 minutes after start; when it is shorter than a minute, then 1–2 intervals after start", () => {
+    expect(firstRetentionDelayMs(3_600_000, 0)).toBe(60_000);
+    expect(firstRetentionDelayMs(3_600_000, 0.999)).toBe(119_940);
+    expect(firstRetentionDelayMs(60_000, 0.5)).toBe(90_000);
+    expect(firstRetentionDelayMs(1_000, 0)).toBe(1_000);
+    expect(firstRetentionDelayMs(1_000, 0.999)).toBe(1_999);
   });
 });

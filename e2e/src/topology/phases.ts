@@ -185,8 +185,14 @@ export async function createBot(fleet: Fleet, topology: Topology, webhook: boole
 
 export type RequestKind = "votes" | "checks" | "stats";
 
-/** Told of every answer (or failure) of the load: its kind, outcome, when sent and when it came. */
-export type Observer = (kind: RequestKind, outcome: Outcome, sentAt: number, answeredAt: number) => void;
+/** Told of every answer (or failure) of the load: its kind, outcome, when sent and when it came, what was sent. */
+export type Observer = (
+  kind: RequestKind,
+  outcome: Outcome,
+  sentAt: number,
+  answeredAt: number,
+  spec: RequestSpec,
+) => void;
 
 export interface LoadOptions {
   votesPerSecond: number;
@@ -263,7 +269,7 @@ export function startLoad(fleet: Fleet, bots: Bot[], options: LoadOptions): Load
       record(tally, outcome, sentAt);
       then?.(outcome, sentAt);
       const answeredAt = now();
-      for (const observer of observers) observer(kind, outcome, sentAt, answeredAt);
+      for (const observer of observers) observer(kind, outcome, sentAt, answeredAt, spec);
     });
   };
   let voteSeq = 0;

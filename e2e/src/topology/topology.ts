@@ -42,7 +42,11 @@ export interface RedisTopology {
   stop(): Promise<void>;
 }
 
-async function clusterTopology(options: { replicas?: number; proxied?: boolean }): Promise<RedisTopology> {
+async function clusterTopology(options: {
+  replicas?: number;
+  proxied?: boolean;
+  requireFullCoverage?: boolean;
+}): Promise<RedisTopology> {
   const cluster = await startRedisCluster({ masters: 3, ...options });
   const indexOf = (port: number) => cluster.ports.indexOf(port);
   return {
@@ -96,8 +100,11 @@ export interface TopologyOptions {
    * one RELOAD repoints both.
    */
   directThroughPooler?: boolean;
-  /** Replicas per Redis master, and fault proxies in front of the nodes (distributed only). */
-  redis?: { replicas?: number; proxied?: boolean };
+  /**
+   * Replicas per Redis master, fault proxies in front of the nodes, `cluster-require-full-coverage`
+   * (distributed only).
+   */
+  redis?: { replicas?: number; proxied?: boolean; requireFullCoverage?: boolean };
   /** PgBouncer with docs/scaling.md's failover settings (default true; false: PgBouncer's defaults). */
   poolerFailoverSettings?: boolean;
   /** Extra environment of every app (over the suite's). */

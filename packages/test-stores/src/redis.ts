@@ -186,8 +186,10 @@ function mastersBySlot(nodesOutput: string): { port: number; from: number; to: n
  * A private Redis Cluster of `masters` masters, each with `replicas` replicas (default none), on
  * free ports: `redis-server --cluster-enabled yes` each, joined by `redis-cli --cluster create`.
  * `cluster-node-timeout` is `nodeTimeoutMs` (default 2000): a master unreachable that long is
- * failed and, with replicas, one of them promoted. Nothing is persisted but each node's cluster
- * config. Fails with one line naming the package when `redis-server` or `redis-cli` is missing.
+ * failed and, with replicas, one of them promoted. `requireFullCoverage: false` sets
+ * `cluster-require-full-coverage no`: while a failed master's slots are unserved the other masters
+ * keep serving theirs (Redis' default refuses every command with CLUSTERDOWN until a replica is
+ * promoted). Nothing is persisted but each node's cluster config. Fails with one line naming the package when `redis-server` or `redis-cli` is missing.
  */
 export async function startRedisCluster(
   options: {
@@ -200,6 +202,8 @@ export async function startRedisCluster(
      * stays direct.
      */
     proxied?: boolean;
+    /** `cluster-require-full-coverage` (default true, Redis' default). */
+    requireFullCoverage?: boolean;
   } = {},
 ): Promise<PrivateRedisCluster> {
   for (const tool of ["redis-server", "redis-cli"]) {
@@ -247,6 +251,7 @@ export async function startRedisCluster(
       `nodes-${port}.conf`,
       "--cluster-node-timeout",
       String(options.nodeTimeoutMs ?? 2000),
+      ...(options.requireFullCoverage === false ? ["--cluster-require-full-coverage", "no"] : []),
       ...announce,
     ]);
     children[index] = proc;

@@ -81,6 +81,9 @@ end
 return out
 `;
 
+/** One key's window after a Lua call, or why its slot's call failed (the key fails open). */
+type WindowCount = { count: number; ttlMs: number } | { failed: unknown };
+
 interface LimiterCommands {
   botdirConsumeWindows(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
 }
@@ -133,32 +136,37 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
     options.redis.defineCommand("botdirConsumeWindows", { lua: CONSUME_SCRIPT });
   }
   const redis = options.redis as RedisClient & LimiterCommands;
-  const consumeWindows = createBatcher<{ key: string; open: boolean }, { count: number; ttlMs: number }>({
+  const consumeWindows = createBatcher<{ key: string; open: boolean }, WindowCount>({
     ...(options.batching ?? DEFAULT_BATCH_LIMITS),
     isolateFailures: false,
     // One Lua call per batch on a single Redis; on a Cluster one per hash slot of the batch's
-    // keys (a script's keys must share a slot), sent together under the same deadline.
+    // keys (a script's keys must share a slot), sent together, each under its own deadline: a
+    // slot whose master does not answer (a failover, a slow node) fails open its own keys only.
     run: async (inputs) => {
-      const results = new Array<{ count: number; ttlMs: number }>(inputs.length);
+      const results = new Array<WindowCount>(inputs.length);
       const groups = groupBySlot(
         redis,
         inputs.map((x) => x.key),
       );
-      await withTimeout(
-        Promise.all(
-          groups.map(async (group) => {
-            const flat = await redis.botdirConsumeWindows(
-              group.length,
-              ...group.map((i) => (inputs[i] as { key: string }).key),
-              WINDOW_SECONDS * 1000,
-              ...group.map((i) => (inputs[i]?.open ? "1" : "0")),
+      await Promise.all(
+        groups.map(async (group) => {
+          try {
+            const flat = await withTimeout(
+              redis.botdirConsumeWindows(
+                group.length,
+                ...group.map((i) => (inputs[i] as { key: string }).key),
+                WINDOW_SECONDS * 1000,
+                ...group.map((i) => (inputs[i]?.open ? "1" : "0")),
+              ),
+              timeoutMs,
             );
             group.forEach((inputIndex, j) => {
               results[inputIndex] = { count: Number(flat[2 * j]), ttlMs: Number(flat[2 * j + 1]) };
             });
-          }),
-        ),
-        timeoutMs,
+          } catch (error) {
+            for (const inputIndex of group) results[inputIndex] = { failed: error };
+          }
+        }),
       );
       return results;
     },
@@ -188,7 +196,9 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   async function count(endpoint: LimitedEndpoint, key: string, open: boolean) {
     const limit = limits[endpoint];
     try {
-      const { count, ttlMs } = await consumeWindows({ key: `${options.prefix}rl:${endpoint}:${key}`, open });
+      const counted = await consumeWindows({ key: `${options.prefix}rl:${endpoint}:${key}`, open });
+      if ("failed" in counted) throw counted.failed;
+      const { count, ttlMs } = counted;
       if (count === 0) return { kind: "new", limit } as const;
       const resetSeconds = toSeconds(ttlMs);
       return count > limit
