@@ -114,12 +114,21 @@ export function testRulesAgainst(rules: RulesFile): ToolRun {
   }
 }
 
+/** A rule as Prometheus's rules API reports it (`lastEvaluation`: an RFC 3339 time). */
+export interface PrometheusRuleState {
+  name: string;
+  health: string;
+  lastError?: string;
+  type: string;
+  lastEvaluation: string;
+}
+
 export interface PrometheusServer {
   base: string;
   /** An instant query; the result vector. */
   query(promql: string): Promise<{ metric: Record<string, string>; value: [number, string] }[]>;
-  /** GET /api/v1/rules: every rule with its health and last error. */
-  rules(): Promise<{ name: string; health: string; lastError?: string; type: string }[]>;
+  /** GET /api/v1/rules: every rule with its health, last error and when it was last evaluated. */
+  rules(): Promise<PrometheusRuleState[]>;
   output(): string;
   stop(): Promise<void>;
 }
@@ -196,9 +205,7 @@ export async function startPrometheus(options: {
       return data.result;
     },
     async rules() {
-      const data = await api<{
-        groups: { rules: { name: string; health: string; lastError?: string; type: string }[] }[];
-      }>("/api/v1/rules");
+      const data = await api<{ groups: { rules: PrometheusRuleState[] }[] }>("/api/v1/rules");
       return data.groups.flatMap((g) => g.rules);
     },
     output: () => output,

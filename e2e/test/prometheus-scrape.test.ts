@@ -168,6 +168,19 @@ describe("the alert rules on a real Prometheus scraping the apps from dist/", ()
     // Every app reports itself ready under its own `app` label (absent() would fire otherwise).
     const ready = await prometheus.query("botdir_ready");
     expect(ready.map((s) => [s.metric.app, s.value[1]]).sort()).toEqual(APPS.map((app) => [app, "1"]).sort());
+    // The readiness rules' first evaluations may predate the first scrapes (absent() is true then,
+    // so they start pending): judge them by an evaluation made after every app was seen ready
+    // (the query above read the stored samples, so any later evaluation sees them too).
+    const seenReadyAt = Date.now();
+    await waitFor(
+      async () =>
+        (await prometheus.rules())
+          .filter((r) => r.name === "BotdirAppUnavailable" || r.name === "BotdirAppNotReady")
+          .every((r) => Date.parse(r.lastEvaluation) > seenReadyAt),
+      "the readiness rules evaluated after every app was seen ready",
+      60_000,
+      250,
+    );
     expect(await activeAlerts("BotdirAppUnavailable")).toEqual([]);
     expect(await activeAlerts("BotdirAppNotReady")).toEqual([]);
   });
