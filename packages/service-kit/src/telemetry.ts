@@ -10,13 +10,16 @@
  * delivery and bot ids the operator searches by.
  *
  * A provider is always registered, even with no endpoint (or OTEL_SDK_DISABLED): its sampler then
- * drops every span (nothing recorded, nothing exported), but the SDK still draws a trace id and a
- * span id for each one. Every vote therefore has a trace id owners can quote (X-Webhook-Trace) and
- * every log line written inside a span carries it.
+ * drops every span (nothing recorded, nothing exported), but each span still has a trace id and a
+ * span id. Every vote therefore has a trace id owners can quote (X-Webhook-Trace) and every log
+ * line written inside a span carries it. Such spans are ids and nothing else, so our seams make
+ * them without the SDK (inSpan, startSpan): what tracing off costs is kept to the ids and the
+ * context each job and request runs in (docs/performance.md, "What tracing costs").
  */
 import {
   type Attributes,
   type Context,
+  type ContextManager,
   context,
   type Link,
   propagation,
@@ -151,7 +154,9 @@ function samplerOf(env: TelemetryEnv): Sampler {
  * and the tracer provider. Call once, first thing in main.ts.
  */
 export function startTelemetry(env: TelemetryEnv): Telemetry {
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  const manager = new AsyncLocalStorageContextManager().enable();
+  // Ours is the one registered unless another was first (a second start in one process: tests).
+  if (context.setGlobalContextManager(manager)) contexts = manager;
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   const endpoint = env.OTEL_SDK_DISABLED ? undefined : env.OTEL_EXPORTER_OTLP_ENDPOINT;
   const resource = defaultResource().merge(
@@ -182,6 +187,17 @@ export function startTelemetry(env: TelemetryEnv): Telemetry {
 let botdirTracer: Tracer | undefined;
 /** Whether this process exports spans (startTelemetry with an endpoint). */
 let exporting = false;
+/**
+ * The registered context manager, called directly on the hot paths (each job, each of a delivery's
+ * steps, each log line): the API's `context.active()` looks the global up and checks its version
+ * every time. Until startTelemetry registers it: the API's (a no-op manager).
+ */
+let contexts: Pick<ContextManager, "active" | "with"> = context;
+
+/** The span of the active context, as `trace.getActiveSpan()`. */
+function activeSpan(): Span | undefined {
+  return trace.getSpan(contexts.active());
+}
 /**
  * Whether the registered provider records nothing (startTelemetry without an endpoint): its spans
  * are ids only. False without a provider, whose spans have no ids at all.
@@ -222,7 +238,7 @@ export interface SpanStart {
  * without a wrapping promise and its extra microtask turns (a delivery passes four of these).
  */
 export function inSpan<T>(name: string, start: SpanStart, fn: (span: Span) => Promise<T>): Promise<T> {
-  const active = context.active();
+  const active = contexts.active();
   const parent = start.parent ?? active;
   // A child of a local span that is not recording would not be recorded either (every standard
   // sampler decides so: parent-based ones by the parent, ratio ones by the same trace id, always_on
@@ -241,7 +257,7 @@ export function inSpan<T>(name: string, start: SpanStart, fn: (span: Span) => Pr
       ids.spanId !== INVALID_SPAN
     ) {
       try {
-        return parent === active ? fn(current) : context.with(parent, fn, undefined, current);
+        return parent === active ? fn(current) : contexts.with(parent, fn, undefined, current);
       } catch (error) {
         return Promise.reject(error);
       }
@@ -252,7 +268,7 @@ export function inSpan<T>(name: string, start: SpanStart, fn: (span: Span) => Pr
     // made here without its sampler, attribute checks and span metrics.
     const span = trace.wrapSpanContext(unrecordedChildOf(current, start.root === true));
     try {
-      return context.with(trace.setSpan(parent, span), fn, undefined, span);
+      return contexts.with(trace.setSpan(parent, span), fn, undefined, span);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -295,7 +311,7 @@ async function inNewSpan<T>(
     parent,
   );
   try {
-    return await context.with(trace.setSpan(parent, span), fn, undefined, span);
+    return await contexts.with(trace.setSpan(parent, span), fn, undefined, span);
   } catch (error) {
     if (!start.expected?.(error)) failSpan(span, error);
     throw error;
@@ -327,12 +343,12 @@ export function traceparentOf(spanContext: SpanContext | undefined): string | nu
 
 /** The `traceparent` of the active span (or null). */
 export function activeTraceparent(): string | null {
-  return traceparentOf(trace.getActiveSpan()?.spanContext());
+  return traceparentOf(activeSpan()?.spanContext());
 }
 
 /** The trace id of the active span: 32 lowercase hex characters, or null without one. */
 export function activeTraceId(): string | null {
-  const id = trace.getActiveSpan()?.spanContext().traceId;
+  const id = activeSpan()?.spanContext().traceId;
   return id && id !== INVALID_TRACE ? id : null;
 }
 
@@ -363,7 +379,7 @@ export function contextOf(traceparent: string | null | undefined): Context {
 
 /** pino `mixin`: `trace_id` and `span_id` on every line written inside a span (nothing otherwise). */
 export function traceLogFields(): Record<string, string> {
-  const spanContext = trace.getActiveSpan()?.spanContext();
+  const spanContext = activeSpan()?.spanContext();
   if (!spanContext || spanContext.traceId === INVALID_TRACE) return {};
   return { trace_id: spanContext.traceId, span_id: spanContext.spanId };
 }
