@@ -10,15 +10,21 @@
  * - a first attempt answered 500 and its retry are in one trace;
  * - a vote.batch job's consumer span links to each vote's context, each vote's attempt in its trace;
  * - a test event carries the trace id of the request that sent it;
- * - a redelivery starts a new trace, linked to the first;
+ * - a redelivery (the owner's, botctl's) starts a new trace, linked to the first;
  * - a vote cast while Redis is down and handed off later by the outbox relay keeps its trace.
  * Build first (`pnpm build`): the test starts the apps from dist/.
  */
+import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import path from "node:path";
+import { promisify } from "node:util";
 import { randomUserId } from "@botdir/db/testing";
 import { type OtlpReceiver, type ReceivedSpan, SPAN_KIND, startOtlpReceiver } from "../src/otlp.js";
-import { type AppProcess, call, waitFor } from "../src/processes.js";
+import { type AppProcess, baseEnv, call, REPO_ROOT, waitFor } from "../src/processes.js";
 import { type Stack, useStack } from "../src/stack.js";
+
+// Asynchronous: the OTLP receiver botctl exports to runs in this process.
+const run = promisify(execFile);
 
 const hex = (bytes: number) => randomBytes(bytes).toString("hex");
 
@@ -317,6 +323,57 @@ describe("traces on the shared stores", () => {
       named("botdir-webhook-dispatcher", "POST", SPAN_KIND.client),
     );
 
+    const log = await call(`${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries`, { headers: auth });
+    const attempts = (log.body as { attempts: { series: number; traceId: string }[] }).attempts;
+    expect(attempts.map((a) => [a.series, a.traceId])).toEqual([
+      [1, newTrace],
+      [0, page.traceId],
+    ]);
+  }, 120_000);
+
+  it("when the operator redelivers with botctl, then its attempts are in a new trace, linked to the vote's, which botctl exported", async () => {
+    const bot = await stack.webhookBot(stack.receiver.url("/botctl"));
+    const page = frontendTrace();
+    expect((await voteUnder(stack, bot.id, page.traceparent)).status).toBe(201);
+    await waitFor(
+      async () => (await stack.deliveries(bot.id))[0]?.state === "delivered",
+      "the first delivery",
+    );
+    const { server } = await expectVoteTrace(page.traceId, page.spanId);
+    const [delivery] = await stack.deliveries(bot.id);
+
+    // The production bundle of botctl, with the apps' environment (its OTEL_* variables included).
+    const { stdout } = await run(
+      process.execPath,
+      [path.join(REPO_ROOT, "apps/vote-ingest/dist/botctl.js"), "webhook", "redeliver", bot.id, delivery!.id],
+      { env: { ...baseEnv(), ...stack.env } },
+    );
+    expect(JSON.parse(stdout)).toEqual({ deliveryId: delivery!.id, state: "pending", series: 1 });
+    await waitFor(() => stack.receiver.forPath("/botctl").length === 2, "the redelivered attempt", 30_000);
+    const newTrace = stack.receiver.forPath("/botctl")[1]?.headers["x-webhook-trace"] as string;
+    expect(newTrace).toMatch(/^[0-9a-f]{32}$/);
+    expect(newTrace).not.toBe(page.traceId);
+
+    const redeliver = await spanOf(
+      newTrace,
+      "botctl's redelivery",
+      named("botdir-botctl", "webhook.redeliver"),
+    );
+    expect(redeliver.links).toEqual([{ traceId: page.traceId, spanId: server.spanId }]);
+    const publish = await spanOf(
+      newTrace,
+      "botctl's hand-off",
+      named("botdir-botctl", "webhook-deliveries publish", SPAN_KIND.producer),
+    );
+    expect(publish.parentSpanId).toBe(redeliver.spanId);
+    const consumer = await spanOf(
+      newTrace,
+      "the dispatcher's consumer span",
+      named("botdir-webhook-dispatcher", "webhook-deliveries process", SPAN_KIND.consumer),
+    );
+    expect(consumer.parentSpanId).toBe(publish.spanId);
+
+    const auth = { authorization: bot.token };
     const log = await call(`${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries`, { headers: auth });
     const attempts = (log.body as { attempts: { series: number; traceId: string }[] }).attempts;
     expect(attempts.map((a) => [a.series, a.traceId])).toEqual([

@@ -85,10 +85,12 @@ export function loadEnv(source: Record<string, string | undefined> = process.env
 /**
  * botctl needs the stores, the encryption key and the rules a webhook URL is checked and tested
  * by (the same variables as vote-ingest's, so both treat a URL alike), not the listener or the
- * internal key. `pnpm botctl` reads the repo's `.env` as `pnpm start` does.
+ * internal key; and the OpenTelemetry variables, since a redelivery it starts is a trace of its own
+ * (docs/tracing.md). `pnpm botctl` reads the repo's `.env` as `pnpm start` does.
  */
 export const CliEnv = z
   .object({
+    ...telemetryEnvFields("botdir-botctl"),
     DATABASE_URL: EnvFields.DATABASE_URL,
     DATABASE_DIRECT_URL: EnvFields.DATABASE_DIRECT_URL,
     DB_PREPARED_STATEMENTS: EnvFields.DB_PREPARED_STATEMENTS,

@@ -153,8 +153,14 @@ describe("POST /internal/v1/bots/:id/webhook/deliveries/:deliveryId/redeliver", 
 });
 
 describe("botctl webhook redeliver", () => {
-  it("when the delivery failed, then prints the new series' state and the job is queued", async () => {
+  it("when the delivery failed, then prints the new series' state and the job is queued in a trace of its own", async () => {
     const { botId, deliveryId } = await seedOne("failed");
+    // The vote's trace, which the first series ran in.
+    const original = `00-${"ab".repeat(16)}-${"cd".repeat(8)}-01`;
+    await t.db.pool.query("UPDATE webhook_deliveries SET traceparent = $2 WHERE id = $1", [
+      deliveryId,
+      original,
+    ]);
     const prefix = `${testRedisPrefix()}cli`;
     const result = await runBotctl(["webhook", "redeliver", botId, deliveryId], {
       DATABASE_URL: t.url,
@@ -162,9 +168,22 @@ describe("botctl webhook redeliver", () => {
       QUEUE_PREFIX: prefix,
     });
     expect(result).toEqual({ code: 0, output: { deliveryId, state: "pending", series: 1 } });
+    const { rows } = await t.db.pool.query<{ traceparent: string | null }>(
+      "SELECT traceparent FROM webhook_deliveries WHERE id = $1",
+      [deliveryId],
+    );
+    const traceparent = /^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$/;
+    // The row keeps the redelivery's own context: a new, valid trace, not the vote's.
+    const stored = traceparent.exec(rows[0]?.traceparent ?? "");
+    expect(stored?.[1]).toBeDefined();
+    expect(stored?.[1]).not.toBe("ab".repeat(16));
+    expect(stored?.[1]).not.toBe("0".repeat(32));
     const queue = new Queue("webhook-deliveries", { connection: t.redis.duplicate(), prefix });
     try {
-      expect((await queue.getJob(deliveryId))?.data).toEqual({ deliveryId, botId });
+      const data = (await queue.getJob(deliveryId))?.data as { traceparent?: string };
+      expect(data).toEqual({ deliveryId, botId, traceparent: expect.stringMatching(traceparent) });
+      // The job continues that trace (its producer span is a child of the row's context).
+      expect(traceparent.exec(data.traceparent ?? "")?.[1]).toBe(stored?.[1]);
     } finally {
       await queue.obliterate({ force: true });
       await queue.close();

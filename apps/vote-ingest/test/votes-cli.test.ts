@@ -66,9 +66,12 @@ describe("botctl vote cast", () => {
     const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: 1 });
     const queue = new Queue("webhook-deliveries", { connection, prefix });
     try {
+      // runBotctl (the first test) started tracing in this process, ids only, as botctl does: the
+      // job carries the cast's trace, as one cast by the site does.
       expect((await queue.getJob(delivery?.id ?? "missing"))?.data).toEqual({
         deliveryId: delivery?.id,
         botId: bot.id,
+        traceparent: expect.stringMatching(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/),
       });
     } finally {
       await queue.obliterate({ force: true });

@@ -424,7 +424,8 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
         },
       },
       (span) => {
-        const back = spanContextOf(traceparentOf(span.spanContext()));
+        // The link back is read only in an exported trace, as the links above.
+        const back = tracesExported() ? spanContextOf(traceparentOf(span.spanContext())) : undefined;
         return processBatchInSpan(job, back ? [{ context: back }] : []);
       },
     );

@@ -21,7 +21,7 @@ import {
 } from "@opentelemetry/api";
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from "express";
 import { type HttpMetrics, routeLabel } from "./metrics.js";
-import { traceLogFields, tracer } from "./telemetry.js";
+import { startSpan, traceLogFields } from "./telemetry.js";
 
 /** The subset of pino the apps use; tests can pass a capturing fake. */
 export interface Logger {
@@ -86,7 +86,7 @@ export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHa
 function startServerSpan(req: IncomingMessage): [Span, Context] {
   const parent =
     req.headers.traceparent === undefined ? ROOT_CONTEXT : propagation.extract(ROOT_CONTEXT, req.headers);
-  const span = tracer().startSpan(
+  const span = startSpan(
     req.method ?? "GET",
     { kind: SpanKind.SERVER, attributes: { "http.request.method": req.method ?? "GET" } },
     parent,

@@ -84,6 +84,7 @@ export {
   parseKeyValues,
   SpanKind,
   spanContextOf,
+  startSpan,
   startTelemetry,
   TelemetryEnvFields,
   telemetryEnvFields,

@@ -1,5 +1,6 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { propagation, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import express from "express";
 import { pino } from "pino";
 import { loggerOptions, requestContext } from "./http.js";
@@ -8,6 +9,7 @@ import {
   contextOf,
   inSpan,
   parseKeyValues,
+  spanContextOf,
   startTelemetry,
   TelemetryEnvFields,
   traceIdOf,
@@ -146,5 +148,64 @@ describe("inSpan with tracing off", () => {
     );
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
     expect(traceId).not.toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+  });
+});
+
+describe("spanContextOf", () => {
+  it("reads a stored traceparent as the W3C propagator does, and refuses what it refuses", () => {
+    const inputs = [
+      INCOMING,
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+      `00-${"0".repeat(32)}-00f067aa0ba902b7-01`,
+      `00-4bf92f3577b34da6a3ce929d0e0e4736-${"0".repeat(16)}-01`,
+      "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01",
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+      "garbage",
+    ];
+    for (const traceparent of inputs) {
+      const extracted = trace.getSpanContext(propagation.extract(ROOT_CONTEXT, { traceparent }));
+      expect([traceparent, spanContextOf(traceparent)]).toEqual([traceparent, extracted]);
+    }
+    expect(spanContextOf(INCOMING)).toEqual({
+      traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+      spanId: "00f067aa0ba902b7",
+      traceFlags: 1,
+      isRemote: true,
+    });
+    expect(spanContextOf(null)).toBeUndefined();
+  });
+});
+
+describe("inSpan without a span of its own", () => {
+  it("when the work runs in the parent, then its own promise is returned, not a wrapper", async () => {
+    await inSpan("server", {}, async () => {
+      const work = Promise.resolve(7);
+      expect(inSpan("pg.statement", {}, () => work)).toBe(work);
+      const job = Promise.resolve(8);
+      expect(inSpan("process", { parent: contextOf(INCOMING) }, () => job)).toBe(job);
+    });
+  });
+
+  it("when the work throws at once, then the promise rejects (nothing is thrown to the caller)", async () => {
+    const fails = () => {
+      throw new TypeError("boom");
+    };
+    await expect(inSpan("server", {}, async () => inSpan("inner", {}, fails))).rejects.toThrow("boom");
+    await expect(inSpan("process", { parent: contextOf(INCOMING) }, fails)).rejects.toThrow("boom");
+    await expect(inSpan("batch", { root: true }, fails)).rejects.toThrow("boom");
+  });
+
+  it("when a span starts a trace with tracing off, then it is not recorded, not sampled, and its children share its ids", async () => {
+    const seen = await inSpan("batch", { root: true, parent: contextOf(INCOMING) }, async (span) => ({
+      recording: span.isRecording(),
+      ids: span.spanContext(),
+      active: activeTraceId(),
+      child: await inSpan("webhook.deliver", {}, async (child) => child.spanContext().spanId),
+    }));
+    expect(seen.recording).toBe(false);
+    expect(seen.ids.traceFlags).toBe(0);
+    expect(seen.ids.spanId).toMatch(/^[0-9a-f]{16}$/);
+    expect(seen.active).toBe(seen.ids.traceId);
+    expect(seen.child).toBe(seen.ids.spanId);
   });
 });

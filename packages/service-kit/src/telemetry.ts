@@ -10,13 +10,16 @@
  * delivery and bot ids the operator searches by.
  *
  * A provider is always registered, even with no endpoint (or OTEL_SDK_DISABLED): its sampler then
- * drops every span (nothing recorded, nothing exported), but the SDK still draws a trace id and a
- * span id for each one. Every vote therefore has a trace id owners can quote (X-Webhook-Trace) and
- * every log line written inside a span carries it.
+ * drops every span (nothing recorded, nothing exported), but each span still has a trace id and a
+ * span id. Every vote therefore has a trace id owners can quote (X-Webhook-Trace) and every log
+ * line written inside a span carries it. Such spans are ids and nothing else, so our seams make
+ * them without the SDK (inSpan, startSpan): what tracing off costs is kept to the ids and the
+ * context each job and request runs in (docs/performance.md, "What tracing costs").
  */
 import {
   type Attributes,
   type Context,
+  type ContextManager,
   context,
   type Link,
   propagation,
@@ -24,7 +27,9 @@ import {
   type Span,
   type SpanContext,
   SpanKind,
+  type SpanOptions,
   SpanStatusCode,
+  TraceFlags,
   type Tracer,
   trace,
 } from "@opentelemetry/api";
@@ -37,6 +42,7 @@ import {
   AlwaysOnSampler,
   BatchSpanProcessor,
   ParentBasedSampler,
+  RandomIdGenerator,
   type Sampler,
   TraceIdRatioBasedSampler,
   TracerProvider,
@@ -148,7 +154,9 @@ function samplerOf(env: TelemetryEnv): Sampler {
  * and the tracer provider. Call once, first thing in main.ts.
  */
 export function startTelemetry(env: TelemetryEnv): Telemetry {
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  const manager = new AsyncLocalStorageContextManager().enable();
+  // Ours is the one registered unless another was first (a second start in one process: tests).
+  if (context.setGlobalContextManager(manager)) contexts = manager;
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   const endpoint = env.OTEL_SDK_DISABLED ? undefined : env.OTEL_EXPORTER_OTLP_ENDPOINT;
   const resource = defaultResource().merge(
@@ -169,14 +177,33 @@ export function startTelemetry(env: TelemetryEnv): Telemetry {
     sampler: exporter ? samplerOf(env) : new AlwaysOffSampler(),
     spanProcessors: exporter ? [new BatchSpanProcessor({ exporter, scheduledDelayMillis: 1_000 })] : [],
   });
-  trace.setGlobalTracerProvider(provider);
+  const registered = trace.setGlobalTracerProvider(provider);
   exporting = exporter !== undefined;
+  // A second start in one process (tests) keeps the provider registered first.
+  idsOnly = registered ? !exporting : idsOnly;
   return { exporting, shutdown: () => provider.shutdown() };
 }
 
 let botdirTracer: Tracer | undefined;
 /** Whether this process exports spans (startTelemetry with an endpoint). */
 let exporting = false;
+/**
+ * The registered context manager, called directly on the hot paths (each job, each of a delivery's
+ * steps, each log line): the API's `context.active()` looks the global up and checks its version
+ * every time. Until startTelemetry registers it: the API's (a no-op manager).
+ */
+let contexts: Pick<ContextManager, "active" | "with"> = context;
+
+/** The span of the active context, as `trace.getActiveSpan()`. */
+function activeSpan(): Span | undefined {
+  return trace.getSpan(contexts.active());
+}
+/**
+ * Whether the registered provider records nothing (startTelemetry without an endpoint): its spans
+ * are ids only. False without a provider, whose spans have no ids at all.
+ */
+let idsOnly = false;
+const idGenerator = new RandomIdGenerator();
 
 /** Whether spans are exported: links and the like are worth computing only then. */
 export function tracesExported(): boolean {
@@ -206,24 +233,73 @@ export interface SpanStart {
 /**
  * Runs `fn` inside a new span (active for everything `fn` awaits), ends it when `fn` settles and
  * marks it failed when `fn` throws (the error's name only: messages may carry data).
+ *
+ * Not an async function: where no span is made (below), `fn`'s own promise is returned as it is,
+ * without a wrapping promise and its extra microtask turns (a delivery passes four of these).
  */
-export async function inSpan<T>(name: string, start: SpanStart, fn: (span: Span) => Promise<T>): Promise<T> {
-  const parent = start.parent ?? context.active();
+export function inSpan<T>(name: string, start: SpanStart, fn: (span: Span) => Promise<T>): Promise<T> {
+  const active = contexts.active();
+  const parent = start.parent ?? active;
   // A child of a local span that is not recording would not be recorded either (every standard
   // sampler decides so: parent-based ones by the parent, ratio ones by the same trace id, always_on
   // records the parent): run `fn` in the parent instead. With tracing off, the trace id and the
   // server and consumer spans' ids stay, and the spans below them cost nothing.
   // Without an exporter nothing is recorded at all: a span below a known trace (a job's stored
   // context, a batch item's) adds nothing but its own id, so the work runs in that context.
-  const current = trace.getSpan(parent);
-  if (current && !start.root && (!exporting || (!start.links?.length && !current.isRecording()))) {
+  const current = start.root ? undefined : trace.getSpan(parent);
+  if (current && (!exporting || (!start.links?.length && !current.isRecording()))) {
     const ids = current.spanContext();
-    if (!exporting || ids.isRemote !== true) {
-      if (trace.isSpanContextValid(ids)) {
-        return parent === context.active() ? fn(current) : context.with(parent, () => fn(current));
+    // Valid ids (ours, or a parsed traceparent's) without the API's hex checks: the only invalid
+    // ones a span carries are the all-zero ids of a process without a provider.
+    if (
+      (!exporting || ids.isRemote !== true) &&
+      ids.traceId !== INVALID_TRACE &&
+      ids.spanId !== INVALID_SPAN
+    ) {
+      try {
+        return parent === active ? fn(current) : contexts.with(parent, fn, undefined, current);
+      } catch (error) {
+        return Promise.reject(error);
       }
     }
   }
+  if (idsOnly) {
+    // Nothing is recorded: the span the SDK would make is ids and nothing else (AlwaysOffSampler),
+    // made here without its sampler, attribute checks and span metrics.
+    const span = trace.wrapSpanContext(unrecordedChildOf(current, start.root === true));
+    try {
+      return contexts.with(trace.setSpan(parent, span), fn, undefined, span);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+  return inNewSpan(name, start, parent, fn);
+}
+
+/**
+ * `tracer().startSpan`, except where nothing is recorded (startTelemetry without an endpoint): the
+ * span the SDK would make is then ids and nothing else (AlwaysOffSampler), and is made here without
+ * the SDK's sampler, attribute checks and span metrics. For spans started outside `inSpan` (a
+ * request's server span, a hand-off's producer span).
+ */
+export function startSpan(name: string, options: SpanOptions, parent: Context): Span {
+  if (idsOnly) return trace.wrapSpanContext(unrecordedChildOf(trace.getSpan(parent), options.root === true));
+  return tracer().startSpan(name, options, parent);
+}
+
+/** The ids of a span that is not recorded: in `parent`'s trace when it has a valid one, else a new trace. */
+function unrecordedChildOf(parent: Span | undefined, root: boolean): SpanContext {
+  const ids = root ? undefined : parent?.spanContext();
+  const traceId = ids && ids.traceId !== INVALID_TRACE ? ids.traceId : idGenerator.generateTraceId();
+  return { traceId, spanId: idGenerator.generateSpanId(), traceFlags: TraceFlags.NONE };
+}
+
+async function inNewSpan<T>(
+  name: string,
+  start: SpanStart,
+  parent: Context,
+  fn: (span: Span) => Promise<T>,
+): Promise<T> {
   const span = tracer().startSpan(
     name,
     {
@@ -235,7 +311,7 @@ export async function inSpan<T>(name: string, start: SpanStart, fn: (span: Span)
     parent,
   );
   try {
-    return await context.with(trace.setSpan(parent, span), () => fn(span));
+    return await contexts.with(trace.setSpan(parent, span), fn, undefined, span);
   } catch (error) {
     if (!start.expected?.(error)) failSpan(span, error);
     throw error;
@@ -256,6 +332,7 @@ export function failSpan(span: Span, error: unknown): void {
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 const INVALID_TRACE = "00000000000000000000000000000000";
+const INVALID_SPAN = "0000000000000000";
 
 /** The W3C `traceparent` of a span context, or null for an invalid one (no provider registered). */
 export function traceparentOf(spanContext: SpanContext | undefined): string | null {
@@ -266,12 +343,12 @@ export function traceparentOf(spanContext: SpanContext | undefined): string | nu
 
 /** The `traceparent` of the active span (or null). */
 export function activeTraceparent(): string | null {
-  return traceparentOf(trace.getActiveSpan()?.spanContext());
+  return traceparentOf(activeSpan()?.spanContext());
 }
 
 /** The trace id of the active span: 32 lowercase hex characters, or null without one. */
 export function activeTraceId(): string | null {
-  const id = trace.getActiveSpan()?.spanContext().traceId;
+  const id = activeSpan()?.spanContext().traceId;
   return id && id !== INVALID_TRACE ? id : null;
 }
 
@@ -281,10 +358,17 @@ export function traceIdOf(traceparent: string | null | undefined): string | null
   return match?.[1] && match[1] !== INVALID_TRACE ? match[1] : null;
 }
 
-/** The remote span context of a stored `traceparent` (for a parent or a link), or undefined. */
+/**
+ * The remote span context of a stored `traceparent` (for a parent or a link), or undefined. Read
+ * with one regular expression, as the W3C propagator would read it (version 00, no `tracestate`),
+ * without the carrier and the context objects of `propagation.extract`: a dispatcher does it for
+ * every job.
+ */
 export function spanContextOf(traceparent: string | null | undefined): SpanContext | undefined {
-  if (!traceparent || traceIdOf(traceparent) === null) return undefined;
-  return trace.getSpanContext(propagation.extract(ROOT_CONTEXT, { traceparent }));
+  const match = traceparent ? TRACEPARENT.exec(traceparent) : null;
+  const [, traceId, spanId, flags] = match ?? [];
+  if (!traceId || !spanId || !flags || traceId === INVALID_TRACE || spanId === INVALID_SPAN) return undefined;
+  return { traceId, spanId, traceFlags: Number.parseInt(flags, 16), isRemote: true };
 }
 
 /** A context whose parent is the stored `traceparent` (ROOT_CONTEXT without a valid one). */
@@ -295,7 +379,7 @@ export function contextOf(traceparent: string | null | undefined): Context {
 
 /** pino `mixin`: `trace_id` and `span_id` on every line written inside a span (nothing otherwise). */
 export function traceLogFields(): Record<string, string> {
-  const spanContext = trace.getActiveSpan()?.spanContext();
+  const spanContext = activeSpan()?.spanContext();
   if (!spanContext || spanContext.traceId === INVALID_TRACE) return {};
   return { trace_id: spanContext.traceId, span_id: spanContext.spanId };
 }

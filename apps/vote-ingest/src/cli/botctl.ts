@@ -6,7 +6,7 @@
 import { pathToFileURL } from "node:url";
 import { createDb, type Db } from "@botdir/db";
 import { ApiError, BotId, parseOrThrow, UserId } from "@botdir/schema";
-import { EnvError, systemClock } from "@botdir/service-kit";
+import { EnvError, startTelemetry, systemClock, type Telemetry } from "@botdir/service-kit";
 import { createDnsResolver } from "@botdir/webhook-targets";
 import { CliEnv, loadCliEnv } from "../env.js";
 import { createListings, secretBoxFromEnv } from "../services/listings.js";
@@ -66,6 +66,27 @@ function wrap(text: string, width: number): string[] {
     else lines.push(word);
   }
   return lines;
+}
+
+/**
+ * The process's tracing, started from the first command's environment as each app's main.ts does
+ * (once: the SDK registers process-wide). A redelivery is then a trace of its own, whose
+ * `webhook.redeliver` span links to the delivery's previous trace and whose context the row keeps
+ * for the new series' hand-off and attempts; exported when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+ */
+let telemetry: Telemetry | undefined;
+
+/**
+ * Exports the spans still buffered, the CLI's last step; an unreachable collector delays the exit
+ * by `waitMs` at most (its spans are dropped).
+ */
+export async function stopTelemetry(waitMs = 3_000): Promise<void> {
+  const stopping = telemetry?.shutdown().catch(() => {});
+  telemetry = undefined;
+  if (!stopping) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([stopping, new Promise((resolve) => (timer = setTimeout(resolve, waitMs).unref()))]);
+  clearTimeout(timer);
 }
 
 /** Flags each command accepts; any other flag is refused, so a typo cannot change the meaning. */
@@ -189,6 +210,7 @@ export async function runBotctl(
   let db: Db | undefined;
   try {
     const env = loadCliEnv(source);
+    telemetry ??= startTelemetry(env);
     db = createDb({
       url: env.DATABASE_URL,
       directUrl: env.DATABASE_DIRECT_URL ?? env.DATABASE_URL,
@@ -225,5 +247,6 @@ if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
   }
   const { code, output } = await runBotctl(argv);
   process.stdout.write(`${JSON.stringify(output)}\n`);
+  await stopTelemetry();
   process.exitCode = code;
 }

@@ -17,8 +17,8 @@ import {
   type Logger,
   type RedisClient,
   SpanKind,
+  startSpan,
   traceparentOf,
-  tracer,
   withTimeout,
 } from "@botdir/service-kit";
 import { Queue } from "bullmq";
@@ -77,7 +77,7 @@ type BulkJob = Parameters<Queue["addBulk"]>[0][number];
  * the producer span's own context. `end(ok)` ends it once Redis took the job or not.
  */
 function publishSpan(delivery: DeliveryHandOff): { delivery: DeliveryHandOff; end: (ok: boolean) => void } {
-  const span = tracer().startSpan(
+  const span = startSpan(
     `${QUEUES.webhookDeliveries} publish`,
     {
       kind: SpanKind.PRODUCER,
