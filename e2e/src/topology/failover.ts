@@ -30,7 +30,6 @@
  * settings of docs/scaling.md, to see what they buy: the run fails on the outage). The replicas listen on FAILOVER_PORT_BASE (17120) and
  * up, PgBouncer on FAILOVER_PORT_BASE - 10; everything else on free ports.
  */
-import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -39,11 +38,12 @@ import { randomUserId } from "@botdir/db/testing";
 import { DEFAULT_QUEUE_PREFIX } from "@botdir/schema";
 import { type FaultProxy, type PostgresPair, startFaultProxy, startPostgresPair } from "@botdir/test-stores";
 import { Redis } from "ioredis";
-import { REPO_ROOT, sleep } from "../processes.js";
+import { sleep } from "../processes.js";
 import { type Receiver, startReceiver } from "../receivers.js";
 import type { Outcome, RequestSpec } from "./balancer.js";
 import {
   type Bot,
+  buildApps,
   createBot,
   type Fleet,
   faultRunner,
@@ -336,16 +336,9 @@ async function relayProbe(
 }
 
 async function main(): Promise<number> {
-  if (!args.has("--no-build")) {
-    log("building the apps (turbo run build)");
-    const built = spawnSync("pnpm", ["exec", "turbo", "run", "build", "--output-logs=errors-only"], {
-      cwd: REPO_ROOT,
-      stdio: ["ignore", "inherit", "inherit"],
-    });
-    if (built.status !== 0) {
-      process.stdout.write("failover: FAILED: the build failed\n");
-      return 1;
-    }
+  if (!args.has("--no-build") && !buildApps(log)) {
+    process.stdout.write("failover: FAILED: the build failed\n");
+    return 1;
   }
   const setupStarted = Date.now();
   const problems: string[] = [];

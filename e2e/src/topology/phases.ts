@@ -5,11 +5,12 @@
  * replicas) with observers of every answer, the probes of the shared rate limit and of token
  * rotation, faults timed against the load, and the tally of deliveries once the load is over.
  */
+import { spawnSync } from "node:child_process";
 import { loadavg } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { randomBotId, randomUserId } from "@botdir/db/testing";
 import type { AppName } from "../processes.js";
-import { sleep } from "../processes.js";
+import { REPO_ROOT, sleep } from "../processes.js";
 import { type Balancer, createBalancer, type Outcome, type RequestSpec } from "./balancer.js";
 import { newTally, record, type Tally } from "./tally.js";
 import type { Replica, Topology } from "./topology.js";
@@ -69,6 +70,19 @@ const LIMIT_PROBE_MS = 45_000;
  * Requests of one kind in flight at most (5 s of votes): beyond it the stack is not keeping up and
  * sends are skipped. Below it the load stays open-loop through a stall of a few seconds (a fault).
  */
+/**
+ * The apps' production bundles, as the suites run them (`turbo run build`); false when the build
+ * failed (its errors are on stderr).
+ */
+export function buildApps(log: (line: string) => void): boolean {
+  log("building the apps (turbo run build)");
+  const built = spawnSync("pnpm", ["exec", "turbo", "run", "build", "--output-logs=errors-only"], {
+    cwd: REPO_ROOT,
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  return built.status === 0;
+}
+
 export const MAX_IN_FLIGHT = 1_500;
 /** How long the old token is tried after a rotation; it must be refused from 1 s on. */
 const ROTATION_WATCH_MS = 1_500;

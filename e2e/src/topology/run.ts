@@ -10,11 +10,10 @@
  * PgBouncer on TOPOLOGY_PORT_BASE - 10; Redis and the webhook receiver on free ports. A missing
  * `pgbouncer`, `redis-server` or `redis-cli` fails the suite with one line saying how to install it.
  */
-import { spawnSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { REPO_ROOT } from "../processes.js";
+import { buildApps } from "./phases.js";
 import { runScenario, type ScenarioOptions, summary, violations } from "./scenario.js";
 import { startTopology, type Topology } from "./topology.js";
 
@@ -47,16 +46,9 @@ const SCENARIO: ScenarioOptions = {
 class SetupError extends Error {}
 
 async function main(): Promise<number> {
-  if (!args.has("--no-build")) {
-    log("building the apps (turbo run build)");
-    const built = spawnSync("pnpm", ["exec", "turbo", "run", "build", "--output-logs=errors-only"], {
-      cwd: REPO_ROOT,
-      stdio: ["ignore", "inherit", "inherit"],
-    });
-    if (built.status !== 0) {
-      process.stdout.write("topology: FAILED: the build failed\n");
-      return 1;
-    }
+  if (!args.has("--no-build") && !buildApps(log)) {
+    process.stdout.write("topology: FAILED: the build failed\n");
+    return 1;
   }
 
   const distributed = !args.has("--simple");
