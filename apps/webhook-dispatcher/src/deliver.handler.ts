@@ -5,13 +5,13 @@
 import type { Db, SecretBox } from "@botdir/db";
 import { DeliveryJobData } from "@botdir/schema";
 import {
-  activeTraceId,
   type Clock,
   describeError,
   failSpan,
   inSpan,
   type Logger,
   SpanKind,
+  traceIdOfSpan,
 } from "@botdir/service-kit";
 import {
   DEFAULT_DEAD_ENDPOINT_RULES,
@@ -154,7 +154,8 @@ export function createDeliverHandler(deps: DeliverDeps) {
         },
       },
       async (span) => {
-        const sent = await deps.send(buildDeliveryRequest(target, attemptedAt, activeTraceId()));
+        // X-Webhook-Trace: the trace of this span (the delivery's), or none without ids.
+        const sent = await deps.send(buildDeliveryRequest(target, attemptedAt, traceIdOfSpan(span)));
         if (sent.statusCode !== null) span.setAttribute("http.response.status_code", sent.statusCode);
         if (sent.errorKind !== null) failSpan(span, sent.errorKind);
         return sent;

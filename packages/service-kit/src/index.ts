@@ -89,6 +89,7 @@ export {
   TelemetryEnvFields,
   telemetryEnvFields,
   traceIdOf,
+  traceIdOfSpan,
   traceLogFields,
   traceparentOf,
   tracer,

@@ -13,6 +13,7 @@ import {
   startTelemetry,
   TelemetryEnvFields,
   traceIdOf,
+  traceIdOfSpan,
   traceparentOf,
   tracer,
 } from "./telemetry.js";
@@ -140,6 +141,20 @@ describe("inSpan with tracing off", () => {
     }));
     expect(seen.active).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
     expect(seen.ids.spanId).toBe("00f067aa0ba902b7");
+  });
+
+  it("when work runs in a job's context, then the span handed to it has the job's trace id (traceIdOfSpan), and a span without ids has none", async () => {
+    const seen = await inSpan("child", { parent: contextOf(INCOMING) }, async (span) => {
+      const post = await inSpan("POST", {}, async (post) => traceIdOfSpan(post));
+      return { outer: traceIdOfSpan(span), post };
+    });
+    expect(seen).toEqual({
+      outer: "4bf92f3577b34da6a3ce929d0e0e4736",
+      post: "4bf92f3577b34da6a3ce929d0e0e4736",
+    });
+    const noIds = trace.wrapSpanContext({ traceId: "0".repeat(32), spanId: "0".repeat(16), traceFlags: 0 });
+    expect(traceIdOfSpan(noIds)).toBeNull();
+    expect(traceIdOfSpan(undefined)).toBeNull();
   });
 
   it("when a span starts a trace of its own (root), then it gets new ids even with tracing off", async () => {

@@ -348,7 +348,12 @@ export function activeTraceparent(): string | null {
 
 /** The trace id of the active span: 32 lowercase hex characters, or null without one. */
 export function activeTraceId(): string | null {
-  const id = activeSpan()?.spanContext().traceId;
+  return traceIdOfSpan(activeSpan());
+}
+
+/** The trace id of `span` (e.g. the one `inSpan` hands its callback), or null for a span without ids. */
+export function traceIdOfSpan(span: Span | undefined): string | null {
+  const id = span?.spanContext().traceId;
   return id && id !== INVALID_TRACE ? id : null;
 }
 
