@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -69,8 +69,10 @@ export const APPS_FROM = process.env.BENCH_APPS === "source" ? "source" : "bundl
 
 /**
  * The files to start for `entries` (TypeScript entries of one package, e.g. "apps/api/src/main.ts"):
- * under "bundle", builds them into that package's dist/ (one esbuild run, which empties dist/ first,
- * so the entries of one package are built together) and returns the bundles, in order.
+ * under "bundle", builds that package's dist/ and returns the bundles, in order. A package with a
+ * `build` script (the apps) is built by it, so its dist/ is the one the images run, with every entry
+ * and asset (vote-ingest's botctl.js, the API's reference page renderer); another (the bench's
+ * floors) gets its entries in one esbuild run, which empties dist/ first, so they are built together.
  */
 export function appEntries(...entries: [string, ...string[]]): string[] {
   if (APPS_FROM === "source") return entries;
@@ -78,12 +80,22 @@ export function appEntries(...entries: [string, ...string[]]): string[] {
   const packageDir = split[0]?.[0] as string;
   if (split.some(([dir]) => dir !== packageDir)) throw new Error("appEntries: entries of one package only");
   const names = split.map(([, source]) => [path.basename(source, ".ts"), source] as const);
-  execFileSync(
-    process.execPath,
-    [path.join(ROOT, "scripts/build-app.mjs"), ...names.map(([name, source]) => `${name}=src/${source}`)],
-    { cwd: path.join(ROOT, packageDir), stdio: ["ignore", "ignore", "inherit"] },
-  );
-  return names.map(([name]) => `${packageDir}/dist/${name}.js`);
+  const cwd = path.join(ROOT, packageDir);
+  const scripts = JSON.parse(readFileSync(path.join(cwd, "package.json"), "utf8")).scripts ?? {};
+  const built = names.map(([name]) => `${packageDir}/dist/${name}.js`);
+  if (typeof scripts.build === "string") {
+    execFileSync("pnpm", ["run", "--silent", "build"], { cwd, stdio: ["ignore", "ignore", "inherit"] });
+    const missing = built.filter((file) => !existsSync(path.join(ROOT, file)));
+    if (missing.length > 0)
+      throw new Error(`appEntries: ${packageDir}'s build made no ${missing.join(", ")}`);
+  } else {
+    execFileSync(
+      process.execPath,
+      [path.join(ROOT, "scripts/build-app.mjs"), ...names.map(([name, source]) => `${name}=src/${source}`)],
+      { cwd, stdio: ["ignore", "ignore", "inherit"] },
+    );
+  }
+  return built;
 }
 
 /** appEntries for one entry. */
