@@ -4,7 +4,7 @@
  * the service that sent it. Nothing else (no collector, no Jaeger) is needed on the machine.
  */
 import { createServer, type Server } from "node:http";
-import type { AddressInfo, Socket } from "node:net";
+import { listenOnLoopback } from "./receivers.js";
 
 /** One received span, flattened: ids in hex, attributes as plain values. */
 export interface ReceivedSpan {
@@ -70,7 +70,6 @@ export interface OtlpReceiver {
 
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
-  const sockets = new Set<Socket>();
   const receiver = { rejected: 0 };
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -106,12 +105,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       }
     });
   });
-  server.on("connection", (s: Socket) => {
-    sockets.add(s);
-    s.once("close", () => sockets.delete(s));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  const { port, close } = await listenOnLoopback(server);
   return {
     endpoint: `http://127.0.0.1:${port}`,
     spans,
@@ -119,10 +113,6 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     get rejected() {
       return receiver.rejected;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
+    close,
   };
 }

@@ -43,11 +43,26 @@ function closeHttp(server: Server | TcpServer, sockets: Set<Socket>): Promise<vo
   });
 }
 
+/**
+ * Listens on a free loopback port and tracks the server's connections, so `close` ends them
+ * (keep-alive sockets included) instead of waiting for clients to let go.
+ */
+export async function listenOnLoopback(
+  server: Server | TcpServer,
+): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  server.on("connection", (s: Socket) => {
+    sockets.add(s);
+    s.once("close", () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { port: (server.address() as AddressInfo).port, close: () => closeHttp(server, sockets) };
+}
+
 export async function startReceiver(
   reply: (req: ReceivedRequest, n: number) => Reply = () => ({ status: 204 }),
 ): Promise<Receiver> {
   const requests: ReceivedRequest[] = [];
-  const sockets = new Set<Socket>();
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
@@ -67,18 +82,13 @@ export async function startReceiver(
       res.end();
     });
   });
-  server.on("connection", (s) => {
-    sockets.add(s);
-    s.once("close", () => sockets.delete(s));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  const { port, close } = await listenOnLoopback(server);
   return {
     port,
     url: (path = "/hook") => `http://127.0.0.1:${port}${path}`,
     requests,
     forPath: (path) => requests.filter((r) => r.path === path),
-    close: () => closeHttp(server, sockets),
+    close,
   };
 }
 
@@ -193,7 +203,6 @@ export async function startSelfSignedReceiver(): Promise<TlsReceiver> {
     { timeout: 30_000 },
   );
   const requests: ReceivedRequest[] = [];
-  const sockets = new Set<Socket>();
   const server = createHttpsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (req, res) => {
     requests.push({
       path: req.url ?? "",
@@ -205,13 +214,8 @@ export async function startSelfSignedReceiver(): Promise<TlsReceiver> {
     res.statusCode = 204;
     res.end();
   });
-  server.on("connection", (s: Socket) => {
-    sockets.add(s);
-    s.once("close", () => sockets.delete(s));
-  });
   server.on("tlsClientError", () => {});
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  const { port, close } = await listenOnLoopback(server);
   const cleanup = () => rmSync(dir, { recursive: true, force: true });
   return {
     port,
@@ -219,7 +223,7 @@ export async function startSelfSignedReceiver(): Promise<TlsReceiver> {
     requests,
     forPath: (path) => requests.filter((r) => r.path === path),
     close: async () => {
-      await closeHttp(server, sockets);
+      await close();
       cleanup();
     },
     cleanup,

@@ -5,7 +5,7 @@
  * real 503 (or 429, or a dropped connection) followed by the real API's answer.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo, Socket } from "node:net";
+import { listenOnLoopback } from "./receivers.js";
 
 export type ScriptedAnswer =
   | { status: number; body?: unknown; headers?: Record<string, string> }
@@ -32,7 +32,6 @@ export interface ScriptedProxy {
 export async function startScriptedProxy(target: string): Promise<ScriptedProxy> {
   const queue: ScriptedAnswer[] = [];
   const requests: ProxiedRequest[] = [];
-  const sockets = new Set<Socket>();
 
   /** Records the app's status before the client can see it, so a test never reads a stale record. */
   const forward = async (req: IncomingMessage, res: ServerResponse, body: Buffer, record: ProxiedRequest) => {
@@ -86,20 +85,11 @@ export async function startScriptedProxy(target: string): Promise<ScriptedProxy>
       });
     });
   });
-  server.on("connection", (s: Socket) => {
-    sockets.add(s);
-    s.once("close", () => sockets.delete(s));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  const { port, close } = await listenOnLoopback(server);
   return {
     base: `http://127.0.0.1:${port}`,
     requests,
     script: (...answers) => queue.push(...answers),
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
+    close,
   };
 }
