@@ -10,11 +10,9 @@ import { parseEnv } from "@botdir/service-kit";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import type { z } from "zod";
 import { ApiEnv } from "../../apps/api/src/env.js";
-import { createApiMetrics } from "../../apps/api/src/metrics.js";
 import { IngestEnv } from "../../apps/vote-ingest/src/env.js";
-import { createIngestMetrics } from "../../apps/vote-ingest/src/metrics.js";
 import { DispatcherEnv } from "../../apps/webhook-dispatcher/src/env.js";
-import { createDispatcherMetrics } from "../../apps/webhook-dispatcher/src/metrics.js";
+import { appSeries } from "../src/app-metrics.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const read = (file: string) => readFileSync(path.join(root, file), "utf8");
@@ -448,19 +446,7 @@ describe("infra/grafana/botdir-dashboard.json", () => {
   const exprs = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
 
   it("queries only series the apps' registries define (with the process series main.ts turns on)", () => {
-    const registries = [
-      createApiMetrics({ processMetrics: true }).registry,
-      createIngestMetrics({
-        outbox: {
-          backlog: async () => ({ pending: 0, oldestAgeMs: 0 }),
-          stats: () => ({ ticks: 0, handedOff: 0, skipped: 0, errors: 0, redisAvailable: true }),
-        },
-      }).registry,
-      createDispatcherMetrics({ queue: { getJobCounts: async () => ({}) } }).registry,
-    ];
-    const defined = new Set(registries.flatMap((r) => r.getMetricsAsArray().map((m) => m.name)));
-    // serve() adds botdir_ready to every app's registry (packages/service-kit/src/serve.ts).
-    defined.add("botdir_ready");
+    const defined = appSeries({ processMetrics: true });
     const used = new Set(
       exprs.flatMap((e) => [...e.matchAll(/\b(botdir_\w+|process_\w+|nodejs_\w+)/g)].map((m) => m[1]!)),
     );
