@@ -49,6 +49,7 @@ async function main(): Promise<void> {
           builds: process.env.BENCH_DRAIN_BUILDS?.split(",").filter(Boolean) ?? [undefined],
           rounds: Number(process.env.BENCH_DRAIN_ROUNDS ?? 3),
           votes: Number(process.env.BENCH_DRAIN_VOTES ?? 5_000),
+          together: process.env.BENCH_DRAIN_TOGETHER === "1",
         })
       : null;
     await stack.stopDispatchers();

@@ -155,6 +155,12 @@ export interface Stack {
   apiTracedPid: () => number | undefined;
   ingestTracedUrl: string;
   ingestTracedPid: () => number | undefined;
+  /**
+   * BENCH_BASE_APPS=<dir> (`api/main.js` and `vote-ingest/main.js` in it: bundles of another
+   * commit, e.g. the code before a change): that API and vote-ingest, tracing off as the usual
+   * ones, which the rows "(this build ÷ base)" alternate with. Absent without BENCH_BASE_APPS.
+   */
+  base?: { apiUrl: string; apiPid: () => number | undefined; ingestUrl: string; ingestPid: () => number | undefined };
   /** The OTLP receiver of the traced apps (and of a dispatcher given `tracingEnv`). */
   otlp: OtlpSink;
   /** The environment that turns tracing on (100 % sampled, exported to `otlp`). */
@@ -171,6 +177,13 @@ export interface Stack {
    * `env` added to the apps' environment.
    */
   startDispatchers(n: number, entry?: string, env?: Record<string, string>): Promise<Proc[]>;
+  /**
+   * Stops every running dispatcher, then starts one per build (at most two), each from its own
+   * entry (default: the run's) with its `env` added; the i-th serves `dispatcherMetricsUrls[i]`.
+   */
+  startDispatcherBuilds(builds: { entry?: string; env?: Record<string, string> }[]): Promise<Proc[]>;
+  /** Prometheus endpoints of the dispatchers started side by side (startDispatcherBuilds). */
+  dispatcherMetricsUrls: string[];
   stopDispatchers(): Promise<void>;
   /**
    * Starts the dispatcher's floor (src/sender-floor.ts) with the dispatcher's environment, sending
@@ -330,6 +343,36 @@ export async function startStack(): Promise<Stack> {
       profileArgs("vote-ingest-traced"),
     );
     procs.push(floor, ioFloor, api, apiUnnamed, ingest, apiTraced, ingestTraced);
+    let base: Stack["base"];
+    const baseDir = process.env.BENCH_BASE_APPS;
+    if (baseDir) {
+      const [apiBasePort, apiBaseMetricsPort, ingestBasePort] = await Promise.all([freePort(), freePort(), freePort()]);
+      const apiBase = await startNode(
+        "api-base",
+        path.resolve(baseDir, "api/main.js"),
+        { ...env, API_PORT: String(apiBasePort), METRICS_PORT: String(apiBaseMetricsPort) },
+        [],
+        nodeArgs,
+      );
+      const ingestBase = await startNode(
+        "vote-ingest-base",
+        path.resolve(baseDir, "vote-ingest/main.js"),
+        { ...env, INGEST_PORT: String(ingestBasePort) },
+        [],
+        nodeArgs,
+      );
+      procs.push(apiBase, ingestBase);
+      await Promise.all([
+        waitForHttp(`http://127.0.0.1:${apiBasePort}/api/health`),
+        waitForHttp(`http://127.0.0.1:${ingestBasePort}/health`),
+      ]);
+      base = {
+        apiUrl: `http://127.0.0.1:${apiBasePort}`,
+        apiPid: () => apiBase.child.pid,
+        ingestUrl: `http://127.0.0.1:${ingestBasePort}`,
+        ingestPid: () => ingestBase.child.pid,
+      };
+    }
     await Promise.all([
       waitForHttp(`http://127.0.0.1:${apiTracedPort}/api/health`),
       waitForHttp(`http://127.0.0.1:${ingestTracedPort}/health`),
@@ -348,22 +391,29 @@ export async function startStack(): Promise<Stack> {
       await Promise.all(dispatchers.map((d) => d.stop()));
       dispatchers = [];
     };
-    const startDispatchers = async (n: number, entry = entries.dispatcher, extraEnv = {}) => {
+    const startDispatcherBuilds = async (builds: { entry?: string; env?: Record<string, string> }[]) => {
       await stopDispatchers();
-      for (let i = 0; i < n; i++) {
+      if (builds.length > dispatcherPorts.length) {
+        throw new Error(`at most ${dispatcherPorts.length} dispatchers run side by side`);
+      }
+      for (const [i, build] of builds.entries()) {
         const d = await startNode(
           `webhook-dispatcher-${i + 1}`,
-          entry,
-          { ...env, ...extraEnv, DISPATCHER_PORT: String(dispatcherPorts[i]) },
+          build.entry ?? entries.dispatcher,
+          { ...env, ...build.env, DISPATCHER_PORT: String(dispatcherPorts[i]) },
           [],
           i === 0 ? profileArgs("webhook-dispatcher") : nodeArgs,
         );
         dispatchers.push(d);
         procs.push(d);
       }
-      await Promise.all(dispatcherPorts.slice(0, n).map((p) => waitForHttp(`http://127.0.0.1:${p}/health`)));
+      await Promise.all(
+        dispatcherPorts.slice(0, builds.length).map((p) => waitForHttp(`http://127.0.0.1:${p}/health`)),
+      );
       return [...dispatchers];
     };
+    const startDispatchers = (n: number, entry = entries.dispatcher, extraEnv = {}) =>
+      startDispatcherBuilds(Array.from({ length: n }, () => ({ entry, env: extraEnv })));
     await startDispatchers(1);
 
     const startSenderFloor = async (
@@ -429,6 +479,7 @@ export async function startStack(): Promise<Stack> {
       apiTracedPid: () => apiTraced.child.pid,
       ingestTracedUrl: `http://127.0.0.1:${ingestTracedPort}`,
       ingestTracedPid: () => ingestTraced.child.pid,
+      ...(base ? { base } : {}),
       otlp,
       tracingEnv,
       ingestUrl: `http://127.0.0.1:${ingestPort}`,
@@ -437,6 +488,8 @@ export async function startStack(): Promise<Stack> {
       ingestPid: () => ingest.child.pid,
       dispatcherMetricsUrl: `http://127.0.0.1:${dispatcherPort}/metrics`,
       startDispatchers,
+      startDispatcherBuilds,
+      dispatcherMetricsUrls: dispatcherPorts.map((p) => `http://127.0.0.1:${p}/metrics`),
       stopDispatchers,
       startSenderFloor,
       memory: () =>

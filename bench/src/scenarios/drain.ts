@@ -9,6 +9,13 @@
  * span sampled and exported to the run's OTLP receiver) are taken in
  * turn, round after round (A B A B …), so the machine's load falls on each alike; by default the
  * run's own build.
+ *
+ * BENCH_DRAIN_TOGETHER=1 with exactly two builds: both drain each round's queue at once, side by
+ * side, so whatever else loads the machine falls on both in the same seconds (a shared machine's
+ * load moves CPU µs per delivery by ±5–10 % from one round to the next, more than the differences
+ * between builds). Each build's CPU per delivery is its process's CPU over the deliveries its own
+ * metrics count (botdir_webhook_attempts_total), from the moment both have made an attempt to the
+ * queue's end; which build starts first alternates by round. `ratios`: the second build's ÷ the first's, per round.
  */
 import { load } from "../load.js";
 import { MIX_PATH, median, sleep } from "../pipeline.js";
@@ -30,6 +37,8 @@ export interface DrainRound {
 
 export interface DrainResult {
   rounds: DrainRound[];
+  /** Side by side (BENCH_DRAIN_TOGETHER): the second build's CPU µs per delivery ÷ the first's, per round. */
+  ratios?: { perRound: number[]; median: number };
   /** Median of each build's rounds. */
   byBuild: Record<string, Omit<DrainRound, "build">>;
 }
@@ -37,36 +46,18 @@ export interface DrainResult {
 export async function drain(
   stack: Stack,
   settings: { connections: number },
-  options: { builds: (string | undefined)[]; rounds: number; votes: number },
+  options: { builds: (string | undefined)[]; rounds: number; votes: number; together?: boolean },
 ): Promise<DrainResult> {
+  if (options.together) return drainTogether(stack, settings, options);
   const rounds: DrainRound[] = [];
-  let user = 9200000000000000000n;
-  const bots = stack.seeded.mixBots;
+  const fill = filler(stack, settings, options.votes);
   for (let round = 0; round < options.rounds; round++) {
     for (const build of options.builds) {
       await stack.stopDispatchers();
       const from = stack.receiver.received(MIX_PATH);
-      let voter = 0;
-      const first = user;
-      await load({
-        url: stack.ingestUrl,
-        method: "POST",
-        durationS: 120,
-        connections: settings.connections,
-        amount: options.votes,
-        request: () => ({
-          path: "/internal/v1/votes",
-          headers: { authorization: stack.internalKey },
-          body: `{"bot_id":"${bots[voter % bots.length]}","user_id":"${first + BigInt(voter++)}"}`,
-        }),
-      });
-      user += BigInt(options.votes);
-      const [entry, query] = (build ?? "").split("?") as [string, string | undefined];
-      // `?tracing=on`: the run's OTLP receiver and every span sampled (stack.tracingEnv).
-      const params = Object.fromEntries(new URLSearchParams(query ?? ""));
-      const { tracing, ...own } = params;
-      const env = tracing === "on" ? { ...stack.tracingEnv, ...own } : own;
-      const pid = (await stack.startDispatchers(1, entry || undefined, env))[0]?.child.pid;
+      await fill();
+      const { entry, env } = buildOf(stack, build);
+      const pid = (await stack.startDispatchers(1, entry, env))[0]?.child.pid;
       const deadline = Date.now() + 120_000;
       while (stack.receiver.received(MIX_PATH) === from && Date.now() < deadline) await sleep(5);
       const read = async () => ({
@@ -105,6 +96,129 @@ export async function drain(
     }
   }
   await stack.stopDispatchers();
+  return { rounds, byBuild: mediansByBuild(rounds) };
+}
+
+/** Casts `votes` votes of the webhook-mix bots (new users each call) while no dispatcher runs. */
+function filler(stack: Stack, settings: { connections: number }, votes: number): () => Promise<void> {
+  let user = 9200000000000000000n;
+  const bots = stack.seeded.mixBots;
+  return async () => {
+    let voter = 0;
+    const first = user;
+    await load({
+      url: stack.ingestUrl,
+      method: "POST",
+      durationS: 120,
+      connections: settings.connections,
+      amount: votes,
+      request: () => ({
+        path: "/internal/v1/votes",
+        headers: { authorization: stack.internalKey },
+        body: `{"bot_id":"${bots[voter % bots.length]}","user_id":"${first + BigInt(voter++)}"}`,
+      }),
+    });
+    user += BigInt(votes);
+  };
+}
+
+/** A BENCH_DRAIN_BUILDS entry: its dispatcher entry (the run's own when empty) and environment. */
+function buildOf(stack: Stack, build: string | undefined): { entry?: string; env: Record<string, string> } {
+  const [entry, query] = (build ?? "").split("?") as [string, string | undefined];
+  // `?tracing=on`: the run's OTLP receiver and every span sampled (stack.tracingEnv).
+  const { tracing, ...own } = Object.fromEntries(new URLSearchParams(query ?? ""));
+  const env = tracing === "on" ? { ...stack.tracingEnv, ...own } : own;
+  return entry ? { entry, env } : { env };
+}
+
+/** The attempts a dispatcher has made (botdir_webhook_attempts_total, every label), from its metrics. */
+async function attemptsOf(metricsUrl: string): Promise<number> {
+  const text = await (await fetch(metricsUrl)).text();
+  let total = 0;
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("botdir_webhook_attempts_total")) continue;
+    const value = Number(line.slice(line.lastIndexOf(" ") + 1));
+    if (Number.isFinite(value)) total += value;
+  }
+  return total;
+}
+
+/** BENCH_DRAIN_TOGETHER: the two builds drain each round's queue side by side (see the file's comment). */
+async function drainTogether(
+  stack: Stack,
+  settings: { connections: number },
+  options: { builds: (string | undefined)[]; rounds: number; votes: number },
+): Promise<DrainResult> {
+  if (options.builds.length !== 2) throw new Error("BENCH_DRAIN_TOGETHER compares exactly two builds");
+  const rounds: DrainRound[] = [];
+  const perRound: number[] = [];
+  const fill = filler(stack, settings, options.votes);
+  for (let round = 0; round < options.rounds; round++) {
+    await stack.stopDispatchers();
+    const from = stack.receiver.received(MIX_PATH);
+    await fill();
+    // Which build starts first (and is profiled) alternates by round.
+    const order = round % 2 === 0 ? [0, 1] : [1, 0];
+    const builds = order.map((i) => options.builds[i]);
+    const procs = await stack.startDispatcherBuilds(builds.map((b) => buildOf(stack, b)));
+    const urls = stack.dispatcherMetricsUrls;
+    const deadline = Date.now() + 120_000;
+    // The window opens when both have made an attempt (both past their start-up), for both at once.
+    await Promise.all(
+      urls.slice(0, procs.length).map(async (url) => {
+        while ((await attemptsOf(url)) === 0 && Date.now() < deadline) await sleep(10);
+      }),
+    );
+    const read = () =>
+      Promise.all(
+        procs.map(async (proc, i) => ({ attempts: await attemptsOf(urls[i] as string), cpu: cpuSeconds(proc.child.pid) })),
+      );
+    const opened = await read();
+    const shared = async () => ({
+      at: Date.now(),
+      redis: cpuSeconds(stack.redisPid()),
+      postgres: postgresCpu(stack.dbName),
+    });
+    const sharedBefore = await shared();
+    const receivedBefore = stack.receiver.received(MIX_PATH);
+    while (stack.receiver.received(MIX_PATH) < from + options.votes && Date.now() < deadline) await sleep(20);
+    const closed = await read();
+    const sharedAfter = await shared();
+    const n = Math.max(1, stack.receiver.received(MIX_PATH) - receivedBefore);
+    const us = (seconds: number, count: number) => Math.round((seconds * 1e6) / Math.max(1, count));
+    const byIndex: DrainRound[] = [];
+    for (const [i, build] of builds.entries()) {
+      const made = (closed[i]?.attempts ?? 0) - (opened[i]?.attempts ?? 0);
+      const r: DrainRound = {
+        build: build ?? "this build",
+        delivered: closed[i]?.attempts ?? 0,
+        perSecond: Math.round((made * 1000) / Math.max(1, sharedAfter.at - sharedBefore.at)),
+        dispatcher: us((closed[i]?.cpu ?? 0) - (opened[i]?.cpu ?? 0), made),
+        postgres: us(cpuSecondsBetween(sharedBefore.postgres, sharedAfter.postgres), n),
+        redis: us(sharedAfter.redis - sharedBefore.redis, n),
+        redisCommands: 0,
+        evalsha: 0,
+      };
+      byIndex[order[i] as number] = r;
+      log(
+        `drain together, round ${round + 1}, ${r.build}: ${made} attempts in its window, ${r.perSecond}/s; ` +
+          `CPU µs per delivery: dispatcher ${r.dispatcher} (both: postgres ${r.postgres}, redis ${r.redis})`,
+      );
+    }
+    rounds.push(...byIndex);
+    const [a, b] = byIndex;
+    if (a && b && a.dispatcher > 0) {
+      perRound.push(Math.round((b.dispatcher / a.dispatcher) * 1000) / 1000);
+      log(`drain together, round ${round + 1}: ${b.build} ÷ ${a.build} = ${perRound.at(-1)}`);
+    }
+  }
+  await stack.stopDispatchers();
+  const ratios = { perRound, median: median(perRound) };
+  log(`drain together: ${options.builds[1] ?? "this build"} ÷ ${options.builds[0] ?? "this build"}, median ${ratios.median} of ${perRound.join(", ")}`);
+  return { rounds, byBuild: mediansByBuild(rounds), ratios };
+}
+
+function mediansByBuild(rounds: DrainRound[]): DrainResult["byBuild"] {
   const byBuild: DrainResult["byBuild"] = {};
   for (const build of new Set(rounds.map((r) => r.build))) {
     const of = rounds.filter((r) => r.build === build);
@@ -120,5 +234,5 @@ export async function drain(
     };
     log(`drain, ${build}: medians ${JSON.stringify(byBuild[build])}`);
   }
-  return { rounds, byBuild };
+  return byBuild;
 }

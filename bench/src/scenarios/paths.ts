@@ -96,8 +96,14 @@ export async function hotPaths(
       };
     },
   });
-  /** `io`: the floor with its I/O; `untraced`: the same app with tracing off (rows "tracing on ÷ off"). */
-  const paths: Record<string, { method: Method; ours: string; floor?: "io" | "untraced"; build: Build }> = {
+  /**
+   * `io`: the floor with its I/O; `untraced`: the same app with tracing off (rows "tracing on ÷
+   * off"); `base`: the same app built from BENCH_BASE_APPS (rows "this build ÷ base").
+   */
+  const paths: Record<
+    string,
+    { method: Method; ours: string; floor?: "io" | "untraced" | "base"; build: Build }
+  > = {
     "GET /check": ownBot("GET", (i) => `/check?userId=${userId(1 + (i % 2))}`),
     "POST /stats": {
       method: "POST",
@@ -175,6 +181,23 @@ export async function hotPaths(
     }),
   };
 
+  // This build ÷ the apps of BENCH_BASE_APPS (e.g. the code before traces), tracing off in both,
+  // the two in turn: what a change costs /check and casting a vote (their own user ids).
+  if (stack.base) {
+    if (check) paths["GET /check (this build ÷ base)"] = { ...check, floor: "base" };
+    let baseVoter = 0;
+    paths["POST /internal/v1/votes (this build ÷ base)"] = {
+      method: "POST",
+      ours: stack.ingestUrl,
+      floor: "base",
+      build: () => ({
+        path: "/internal/v1/votes",
+        headers: { authorization: internalKey },
+        body: `{"bot_id":"${botId(nextBot())}","user_id":"${6000000000000000000n + BigInt(baseVoter++)}"}`,
+      }),
+    };
+  }
+
   const cpuOf = (serverPid: number | undefined) => ({
     server: cpuSeconds(serverPid),
     postgres: postgresCpu(stack.dbName),
@@ -229,7 +252,11 @@ export async function hotPaths(
           ? ofIngest
             ? [stack.ingestUrl, stack.ingestPid()]
             : [stack.apiUrl, stack.apiPid()]
-          : [stack.floorUrl, stack.floorPid()];
+          : spec.floor === "base" && stack.base
+            ? ofIngest
+              ? [stack.base.ingestUrl, stack.base.ingestPid()]
+              : [stack.base.apiUrl, stack.base.apiPid()]
+            : [stack.floorUrl, stack.floorPid()];
     const metricsUrl =
       spec.ours === stack.ingestTracedUrl
         ? `${stack.ingestTracedUrl}/metrics`
