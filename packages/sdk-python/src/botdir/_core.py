@@ -10,7 +10,7 @@ from urllib.parse import quote, urlencode
 
 from .errors import ApiError
 from .retry import RetryPolicy, retry_policy
-from .models import Command, DeliveryAttempt, RedeliverResponse, StatsBody
+from .models import Command, RedeliverResponse, StatsBody
 
 Query = Mapping[str, Union[str, int, None]]
 
@@ -145,19 +145,9 @@ def read_answer(status: int, retry_after_header: Optional[str], raw: bytes) -> A
     raise ApiError(status, message, retry_after=retry_after, body=parsed if ok else None)
 
 
-def started_after_lost_answer(delivery_id: str, attempts: Sequence[DeliveryAttempt]) -> RedeliverResponse:
+def started_after_lost_answer(delivery_id: str) -> RedeliverResponse:
     """The answer of a redelivery whose first try lost its answer and whose retry got 409 pending.
 
-    The first try started the series; its number is read from the delivery log: the newest series
-    listed, or the next one when the newest listed series had already ended (the new one has made
-    no attempt yet).
+    The first try started the series; its number is not known (``series`` is None).
     """
-    mine = [a for a in attempts if a.get("deliveryId") == delivery_id and not a.get("test")]
-    if not mine:
-        return {"deliveryId": delivery_id, "state": "pending", "series": 1}
-    newest = max(mine, key=lambda a: (a["series"], a["attempt"]))
-    series = newest["series"]
-    ended = newest["outcome"] == "delivered" or newest["attempt"] >= 5
-    if newest["deliveryState"] == "pending" and ended:
-        series += 1
-    return {"deliveryId": delivery_id, "state": "pending", "series": max(series, 1)}
+    return {"deliveryId": delivery_id, "state": "pending", "series": None}

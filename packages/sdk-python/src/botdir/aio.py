@@ -129,11 +129,12 @@ class AsyncClient(ClientBase):
         """POST …/redeliver: sends a delivered or failed delivery again (a fresh series of attempts).
 
         When a try lost its answer (timeout, dropped connection, 5xx) and the retry is told 409
-        (pending), the first try started the series: that is reported as started.
+        (pending), the first try started the series: that is reported as started, with ``series``
+        None (its number is not known).
         """
         answer = await self._call(self._build("POST", redeliver_path(delivery_id)), lost_conflict=True)
         if answer is None:
-            return started_after_lost_answer(delivery_id, await self.webhook_deliveries())
+            return started_after_lost_answer(delivery_id)
         result: RedeliverResponse = answer
         return result
 

@@ -4,7 +4,8 @@ Answers are plain dicts; these ``TypedDict`` classes describe them for type chec
 the OpenAPI document the API serves (``GET /api/v1/openapi.json``, components ``CommandsBody``,
 ``CommandsResponse``, ``StatsBody``, ``StatsResponse``, ``VoteCheckResult``, ``VotesPage``,
 ``DeliveryAttemptsResponse``, ``RedeliverResponse``, ``Error`` and ``WebhookPayload``); the
-package's end-to-end suite compares them with that document and fails when they drift.
+package's end-to-end suite compares them with that document and fails when they drift. One field
+is wider than the document's: ``RedeliverResponse.series`` may be None (see there).
 """
 
 from __future__ import annotations
@@ -109,11 +110,16 @@ class DeliveryAttemptsResponse(TypedDict):
 
 
 class RedeliverResponse(TypedDict):
-    """Answer of ``redeliver``: the series just started (1 for the first redelivery)."""
+    """Answer of ``redeliver``: the series just started (1 for the first redelivery).
+
+    ``series`` is None when the answer of the try that started it was lost (a timeout, a dropped
+    connection, a 5xx) and the client's retry was told the delivery is pending (409): the
+    redelivery did start, its number is not known.
+    """
 
     deliveryId: str
     state: Literal["pending", "delivered", "failed"]
-    series: int
+    series: Optional[int]
 
 
 class _ErrorBodyRequired(TypedDict):

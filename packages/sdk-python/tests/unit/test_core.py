@@ -3,43 +3,114 @@ redeliver; and that the synchronous half imports without aiohttp."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import threading
 from datetime import datetime, timedelta, timezone
-from typing import Any, Dict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Dict, Iterator, List, Tuple, Union
 
 import pytest
 
-from botdir import ApiError, Client
-from botdir._core import read_answer, since_text, started_after_lost_answer
+from botdir import ApiError, Client, RetryPolicy
+from botdir._core import read_answer, since_text
 
 from ..conftest import PACKAGE_ROOT
 
 
-def attempt(series: int, number: int, outcome: str, state: str, delivery_id: str = "d") -> Dict[str, Any]:
-    return {
-        "deliveryId": delivery_id,
-        "attempt": number,
-        "series": series,
-        "statusCode": 204 if outcome == "delivered" else 500,
-        "errorKind": None,
-        "outcome": outcome,
-        "deliveryState": state,
-        "attemptedAt": "2026-11-27T10:00:00.000Z",
-        "test": False,
-    }
+#: One scripted answer: ``(status, body)``, or ``"drop"``.
+Step = Union[Tuple[int, Dict[str, Any]], str]
 
 
-def test_the_series_a_lost_redelivery_started_is_read_from_the_log() -> None:
-    # The new series has made no attempt yet: the newest listed series (0) had ended.
-    assert started_after_lost_answer("d", [attempt(0, 1, "delivered", "pending")])["series"] == 1  # type: ignore[list-item]
-    # The new series (1) is retrying.
-    log = [attempt(1, 1, "failed", "pending"), attempt(0, 1, "delivered", "pending")]
-    assert started_after_lost_answer("d", log)["series"] == 1  # type: ignore[arg-type]
-    # It has ended already.
-    log = [attempt(2, 1, "delivered", "delivered"), attempt(1, 1, "delivered", "delivered")]
-    assert started_after_lost_answer("d", log) == {"deliveryId": "d", "state": "pending", "series": 2}  # type: ignore[arg-type]
-    assert started_after_lost_answer("d", [attempt(0, 1, "delivered", "pending", "other")])["series"] == 1  # type: ignore[list-item]
+class ScriptedApi:
+    """A local HTTP server answering from a script, in order: ``(status, body)``, or ``"drop"`` to
+    close the connection without an answer; after the script, 200 with an empty delivery log. It
+    records every request's method and path."""
+
+    def __init__(self) -> None:
+        self.requests: List[Tuple[str, str]] = []
+        self._script: List[Step] = []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                api.requests.append((self.command, self.path))
+                step = api._script.pop(0) if api._script else (200, {"attempts": []})
+                if isinstance(step, str):  # "drop"
+                    return
+                status, body = step
+                raw = json.dumps(body).encode("utf-8")
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def script(self, *steps: Step) -> None:
+        self._script.extend(steps)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+#: Retries without waiting: the script decides what each try gets.
+NO_WAIT = RetryPolicy(base_delay=0)
+PENDING: Step = (409, {"error": "The delivery is pending."})
+LOST_ANSWERS: List[Step] = [(503, {"error": "The service is unavailable."}), "drop"]
+REDELIVER = ("POST", "/api/v1/bots/1/webhook/deliveries/d/redeliver")
+
+
+@pytest.fixture
+def api() -> Iterator[ScriptedApi]:
+    server = ScriptedApi()
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize("lost", LOST_ANSWERS)
+def test_when_redeliver_loses_its_first_answer_and_the_retry_is_told_409_then_it_started_with_no_series(
+    api: ScriptedApi, lost: Step
+) -> None:
+    api.script(lost, PENDING)
+    client = Client(base_url=api.base, token="t", bot_id="1", retry=NO_WAIT)
+    assert client.redeliver("d") == {"deliveryId": "d", "state": "pending", "series": None}
+    # The two tries of the redelivery, and no read of the delivery log.
+    assert api.requests == [REDELIVER, REDELIVER]
+
+
+@pytest.mark.parametrize("lost", LOST_ANSWERS)
+async def test_when_async_redeliver_loses_its_first_answer_and_the_retry_is_told_409_then_it_started_with_no_series(
+    api: ScriptedApi, lost: Step
+) -> None:
+    from botdir import AsyncClient
+
+    api.script(lost, PENDING)
+    async with AsyncClient(base_url=api.base, token="t", bot_id="1", retry=NO_WAIT) as client:
+        assert await client.redeliver("d") == {"deliveryId": "d", "state": "pending", "series": None}
+    assert api.requests == [REDELIVER, REDELIVER]
+
+
+def test_when_the_first_try_of_redeliver_is_told_409_then_it_raises(api: ScriptedApi) -> None:
+    api.script(PENDING)
+    client = Client(base_url=api.base, token="t", bot_id="1", retry=NO_WAIT)
+    with pytest.raises(ApiError) as caught:
+        client.redeliver("d")
+    assert caught.value.status == 409
+    assert api.requests == [REDELIVER]
 
 
 def test_answers_are_read_as_the_spec_says() -> None:
