@@ -178,7 +178,7 @@ export interface Stack {
    */
   startDispatchers(n: number, entry?: string, env?: Record<string, string>): Promise<Proc[]>;
   /**
-   * Stops every running dispatcher, then starts one per build (at most two), each from its own
+   * Stops every running dispatcher, then starts one per build (at most three), each from its own
    * entry (default: the run's) with its `env` added; the i-th serves `dispatcherMetricsUrls[i]`.
    */
   startDispatcherBuilds(builds: { entry?: string; env?: Record<string, string> }[]): Promise<Proc[]>;
@@ -385,7 +385,7 @@ export async function startStack(): Promise<Stack> {
       waitForHttp(`http://127.0.0.1:${ingestPort}/health`),
     ]);
 
-    const dispatcherPorts = [dispatcherPort, dispatcher2Port];
+    const dispatcherPorts = [dispatcherPort, dispatcher2Port, await freePort()];
     let dispatchers: Proc[] = [];
     const stopDispatchers = async () => {
       await Promise.all(dispatchers.map((d) => d.stop()));

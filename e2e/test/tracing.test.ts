@@ -454,3 +454,44 @@ describe("traces across a Redis outage", () => {
     expect(publishes.every((p) => p.parentSpanId === server.spanId)).toBe(true);
   }, 180_000);
 });
+
+describe("trace ids with tracing off", () => {
+  // No endpoint: nothing is recorded or exported, and the dispatcher makes no span for a delivery.
+  const stack = useStack({ dist: true, env: { LOG_LEVEL: "info" } });
+
+  it("when votes are cast under the site's traceparents with nothing exported, then each webhook, its delivery log entry and the dispatcher's and vote-ingest's log lines carry its vote's trace id", async () => {
+    const bot = await stack.webhookBot(stack.receiver.url("/off"));
+    // Cast together, so that some are handed off in one vote.batch job (each item keeps its own id).
+    const pages = Array.from({ length: 8 }, frontendTrace);
+    const answers = await Promise.all(pages.map((page) => voteUnder(stack, bot.id, page.traceparent)));
+    expect(answers.map((a) => a.status)).toEqual(pages.map(() => 201));
+    const received = await waitFor(() => {
+      const got = stack.receiver.forPath("/off");
+      return got.length === pages.length ? got : null;
+    }, "the eight webhooks");
+    expect(new Set(received.map((r) => r.headers["x-webhook-trace"]))).toEqual(
+      new Set(pages.map((p) => p.traceId)),
+    );
+
+    const log = await call(`${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries`, {
+      headers: { authorization: bot.token },
+    });
+    const attempts = (log.body as { attempts: { traceId: string }[] }).attempts;
+    expect(new Set(attempts.map((a) => a.traceId))).toEqual(new Set(pages.map((p) => p.traceId)));
+
+    for (const page of pages) {
+      await waitFor(
+        () => logLines(stack.dispatcher, page.traceId).some((l) => l.msg === "webhook delivered"),
+        `the dispatcher's "webhook delivered" line with trace ${page.traceId}`,
+      );
+      expect(logLines(stack.ingest, page.traceId).map((l) => l.msg)).toContain("request");
+    }
+    // Each line names its own vote's trace: one delivered line per trace id, no other trace id.
+    const delivered = stack.dispatcher
+      .output()
+      .split("\n")
+      .filter((line) => line.includes('"webhook delivered"') && line.includes(bot.id))
+      .map((line) => (JSON.parse(line) as { trace_id?: string }).trace_id);
+    expect(delivered.sort()).toEqual(pages.map((p) => p.traceId).sort());
+  }, 120_000);
+});

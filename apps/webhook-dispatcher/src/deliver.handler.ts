@@ -10,8 +10,12 @@ import {
   failSpan,
   inSpan,
   type Logger,
+  loggerWith,
+  newTraceId,
   SpanKind,
+  traceIdOf,
   traceIdOfSpan,
+  tracesExported,
 } from "@botdir/service-kit";
 import {
   DEFAULT_DEAD_ENDPOINT_RULES,
@@ -101,31 +105,38 @@ export function createDeliverHandler(deps: DeliverDeps) {
   ): Promise<DeliverResult> {
     const { deliveryId } = data;
 
-    // Spans (docs/tracing.md): webhook.claim, the POST (client span) and webhook.record, children
-    // of the job's consumer span. The claim and record statements are shared by the attempts of a
-    // turn (createDeliveryStore batches them): each span is this attempt's wait for its statement.
-    const claim = await inSpan(
-      "webhook.claim",
-      { attributes: { "botdir.delivery_id": deliveryId } },
-      async (span) => {
-        const claimed = await store.claim(deliveryId, {
-          now: deps.clock.now(),
-          leaseMs: deps.leaseMs,
-          earlySlackMs,
-          retryDelays: deps.retryDelays,
-          decryptSecret,
+    // Spans (docs/tracing.md), where spans are exported: webhook.claim, the POST (client span) and
+    // webhook.record, children of the job's consumer span. The claim and record statements are
+    // shared by the attempts of a turn (createDeliveryStore batches them): each span is this
+    // attempt's wait for its statement. Where nothing is exported, a delivery makes no span and
+    // runs in no context (one per delivery cost the drain ≈ 4 % of the dispatcher's CPU,
+    // docs/performance.md): its trace id, for X-Webhook-Trace and its log lines' `trace_id`, is
+    // the job's stored one, or a new one for a job that carries none.
+    const exported = tracesExported();
+    const traceId = exported ? null : (traceIdOf(data.traceparent) ?? newTraceId());
+    const logger = traceId === null ? deps.logger : loggerWith(deps.logger, { trace_id: traceId });
+    const claimIt = () =>
+      store.claim(deliveryId, {
+        now: deps.clock.now(),
+        leaseMs: deps.leaseMs,
+        earlySlackMs,
+        retryDelays: deps.retryDelays,
+        decryptSecret,
+      });
+    const claim = !exported
+      ? await claimIt()
+      : await inSpan("webhook.claim", { attributes: { "botdir.delivery_id": deliveryId } }, async (span) => {
+          const claimed = await claimIt();
+          span.setAttribute("botdir.claim", claimed.kind);
+          return claimed;
         });
-        span.setAttribute("botdir.claim", claimed.kind);
-        return claimed;
-      },
-    );
     switch (claim.kind) {
       case "done":
         if (claim.reason === "no_webhook") {
-          deps.logger.warn({ deliveryId }, "webhook removed before delivery; delivery marked failed");
+          logger.warn({ deliveryId }, "webhook removed before delivery; delivery marked failed");
         }
         if (claim.reason === "endpoint_disabled") {
-          deps.logger.info({ deliveryId }, "webhook disabled (dead or gone); delivery marked failed");
+          logger.info({ deliveryId }, "webhook disabled (dead or gone); delivery marked failed");
         }
         return claim;
       case "busy":
@@ -133,7 +144,7 @@ export function createDeliverHandler(deps: DeliverDeps) {
       case "early":
         return { kind: "wait", until: claim.at };
       case "unreadable":
-        return recordUnreadableSecret(deliveryId, claim, { ...deps, store });
+        return recordUnreadableSecret(deliveryId, claim, { ...deps, store, logger });
       case "claimed":
         break;
     }
@@ -141,62 +152,64 @@ export function createDeliverHandler(deps: DeliverDeps) {
     const { target, attemptNumber, leaseUntil } = claim;
     onClaimed?.(target);
     const attemptedAt = deps.clock.now();
-    const outcome = await inSpan(
-      "POST",
-      {
-        kind: SpanKind.CLIENT,
-        // Never the receiver's path or query (they may carry the owner's own secrets), nor a header.
-        attributes: {
-          "http.request.method": "POST",
-          "botdir.delivery_id": deliveryId,
-          "botdir.bot_id": target.botId,
-          "botdir.attempt": attemptNumber,
-        },
-      },
-      async (span) => {
-        // X-Webhook-Trace: the trace of this span (the delivery's), or none without ids.
-        const sent = await deps.send(buildDeliveryRequest(target, attemptedAt, traceIdOfSpan(span)));
-        if (sent.statusCode !== null) span.setAttribute("http.response.status_code", sent.statusCode);
-        if (sent.errorKind !== null) failSpan(span, sent.errorKind);
-        return sent;
-      },
-    );
+    const send = (trace: string | null) => deps.send(buildDeliveryRequest(target, attemptedAt, trace));
+    const outcome = !exported
+      ? await send(traceId)
+      : await inSpan(
+          "POST",
+          {
+            kind: SpanKind.CLIENT,
+            // Never the receiver's path or query (they may carry the owner's own secrets), nor a header.
+            attributes: {
+              "http.request.method": "POST",
+              "botdir.delivery_id": deliveryId,
+              "botdir.bot_id": target.botId,
+              "botdir.attempt": attemptNumber,
+            },
+          },
+          async (span) => {
+            // X-Webhook-Trace: the trace of this span (the delivery's), or none without ids.
+            const sent = await send(traceIdOfSpan(span));
+            if (sent.statusCode !== null) span.setAttribute("http.response.status_code", sent.statusCode);
+            if (sent.errorKind !== null) failSpan(span, sent.errorKind);
+            return sent;
+          },
+        );
     onSent?.(outcome);
     const recordedAt = deps.clock.now();
-    const recorded = await inSpan(
-      "webhook.record",
-      { attributes: { "botdir.delivery_id": deliveryId } },
-      () =>
-        recordDurably(
-          {
-            deliveryId,
-            botId: target.botId,
-            attemptNumber,
-            leaseUntil,
-            attemptedAt,
-            outcome,
-            now: recordedAt,
-            retryDelays: deps.retryDelays,
-          },
-          {
-            store,
-            db: deps.db,
-            clock: deps.clock,
-            onRetry: (failures, error, delayMs) =>
-              deps.logger.warn(
-                {
-                  deliveryId,
-                  botId: target.botId,
-                  attempt: attemptNumber,
-                  failures,
-                  delayMs,
-                  err: describeError(error),
-                },
-                "recording the webhook attempt failed; retrying within the claim",
-              ),
-          },
-        ),
-    );
+    const recordIt = () =>
+      recordDurably(
+        {
+          deliveryId,
+          botId: target.botId,
+          attemptNumber,
+          leaseUntil,
+          attemptedAt,
+          outcome,
+          now: recordedAt,
+          retryDelays: deps.retryDelays,
+        },
+        {
+          store,
+          db: deps.db,
+          clock: deps.clock,
+          onRetry: (failures, error, delayMs) =>
+            logger.warn(
+              {
+                deliveryId,
+                botId: target.botId,
+                attempt: attemptNumber,
+                failures,
+                delayMs,
+                err: describeError(error),
+              },
+              "recording the webhook attempt failed; retrying within the claim",
+            ),
+        },
+      );
+    const recorded = !exported
+      ? await recordIt()
+      : await inSpan("webhook.record", { attributes: { "botdir.delivery_id": deliveryId } }, recordIt);
     deps.metrics?.attempt({
       outcome: recorded.kind,
       attemptNumber,
@@ -220,11 +233,11 @@ export function createDeliverHandler(deps: DeliverDeps) {
         ? disableGone(deps.db, { botId: target.botId, url: target.url, attemptedAt, now: recordedAt })
         : disableIfDead(deps.db, target.botId, recordedAt, deadEndpoints);
       const dead = await check.catch((error) => {
-        deps.logger.error({ ...log, err: describeError(error) }, "dead-endpoint check failed");
+        logger.error({ ...log, err: describeError(error) }, "dead-endpoint check failed");
         return null;
       });
       if (dead?.disabled) {
-        deps.logger.warn(
+        logger.warn(
           { botId: target.botId, endedDeliveries: dead.endedDeliveries },
           gone
             ? "webhook disabled: the receiver answered 410 Gone; pending deliveries failed"
@@ -235,13 +248,10 @@ export function createDeliverHandler(deps: DeliverDeps) {
     }
     switch (recorded.kind) {
       case "delivered":
-        deps.logger.info(log, "webhook delivered");
+        logger.info(log, "webhook delivered");
         return { kind: "delivered", attemptNumber };
       case "retry":
-        deps.logger.info(
-          { ...log, nextAttemptAt: recorded.nextAttemptAt },
-          "webhook attempt failed; will retry",
-        );
+        logger.info({ ...log, nextAttemptAt: recorded.nextAttemptAt }, "webhook attempt failed; will retry");
         return {
           kind: "retry",
           attemptNumber,
@@ -249,13 +259,10 @@ export function createDeliverHandler(deps: DeliverDeps) {
           nextAttemptAt: recorded.nextAttemptAt,
         };
       case "failed":
-        deps.logger.warn(log, "webhook attempt failed; no attempts left, delivery failed");
+        logger.warn(log, "webhook attempt failed; no attempts left, delivery failed");
         return { kind: "failed", attemptNumber, errorKind: outcome.errorKind };
       case "superseded":
-        deps.logger.warn(
-          log,
-          "webhook attempt outlived its claim; another replica took over, result dropped",
-        );
+        logger.warn(log, "webhook attempt outlived its claim; another replica took over, result dropped");
         return { kind: "superseded", attemptNumber };
     }
   }

@@ -41,6 +41,7 @@ import {
   type RedisClient,
   SpanKind,
   spanContextOf,
+  storedTraceLogFields,
   traceparentOf,
   tracesExported,
 } from "@botdir/service-kit";
@@ -262,8 +263,11 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
   /**
    * A `vote.create` job in its consumer span: a child of the context the job carries (the hand-off's
    * producer span, in the delivery's trace), so a retry minutes or hours later is in the same trace.
+   * Where nothing is exported, no span and no context: the handler takes the delivery's trace id
+   * from the job (createDeliverHandler).
    */
   function processDelivery(job: DeliveryJob, token?: string): Promise<DeliverResult> {
+    if (!tracesExported()) return processDeliveryInSpan(job, token);
     const data = job.data as Partial<DeliveryJobData>;
     return inSpan(
       `${QUEUES.webhookDeliveries} process`,
@@ -325,7 +329,7 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       return true;
     } catch (error) {
       deps.logger.warn(
-        { deliveryId: handOff.id, err: describeError(error) },
+        { deliveryId: handOff.id, ...storedTraceLogFields(handOff.traceparent), err: describeError(error) },
         "could not hand a batch item to its own job; it stays pending and the outbox relay hands it off again",
       );
       return false;
@@ -334,9 +338,11 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
 
   /**
    * A batch item in its own span (`webhook.deliver`), a child of the item's context: the vote's
-   * trace holds its attempt whichever job carried it; the span links back to the batch's.
+   * trace holds its attempt whichever job carried it; the span links back to the batch's. Where
+   * nothing is exported, no span and no context, as for a `vote.create` job.
    */
   function processItem(item: DeliveryJobData, batch: Link[]): Promise<"finished" | "handedOff" | "left"> {
+    if (!tracesExported()) return processItemInSpan(item);
     return inSpan(
       "webhook.deliver",
       {
@@ -364,7 +370,10 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     } catch (error) {
       // What a `vote.create` job's failure would do (no attempt recorded): try again after the
       // first retry delay, in a job of its own.
-      deps.logger.error({ deliveryId: id, err: describeError(error) }, "webhook batch item failed");
+      deps.logger.error(
+        { deliveryId: id, ...storedTraceLogFields(item.traceparent), err: describeError(error) },
+        "webhook batch item failed",
+      );
       const at = new Date(deps.clock.now().getTime() + (config.retryDelays[0] ?? 60_000));
       return handed(
         await handOffAlone({
@@ -402,10 +411,11 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
    * (OpenTelemetry's messaging conventions for a batch); each item's work is in its vote's trace.
    */
   function processBatch(job: DeliveryJob): Promise<BatchResult> {
+    // Nothing exported: no span, no context (each item's trace id is its own, from its data).
+    if (!tracesExported()) return processBatchInSpan(job, []);
     const items = (job.data as Partial<DeliveryBatchJobData>).deliveries;
     const links: Link[] = [];
-    // Links are only read in an exported trace; without an exporter each item's trace id is enough.
-    for (const item of Array.isArray(items) && tracesExported() ? items : []) {
+    for (const item of Array.isArray(items) ? items : []) {
       const linked = spanContextOf(typeof item?.traceparent === "string" ? item.traceparent : null);
       if (linked) links.push({ context: linked });
     }
@@ -424,8 +434,7 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
         },
       },
       (span) => {
-        // The link back is read only in an exported trace, as the links above.
-        const back = tracesExported() ? spanContextOf(traceparentOf(span.spanContext())) : undefined;
+        const back = spanContextOf(traceparentOf(span.spanContext()));
         return processBatchInSpan(job, back ? [{ context: back }] : []);
       },
     );

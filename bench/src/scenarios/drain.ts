@@ -10,12 +10,13 @@
  * turn, round after round (A B A B …), so the machine's load falls on each alike; by default the
  * run's own build.
  *
- * BENCH_DRAIN_TOGETHER=1 with exactly two builds: both drain each round's queue at once, side by
- * side, so whatever else loads the machine falls on both in the same seconds (a shared machine's
- * load moves CPU µs per delivery by ±5–10 % from one round to the next, more than the differences
- * between builds). Each build's CPU per delivery is its process's CPU over the deliveries its own
- * metrics count (botdir_webhook_attempts_total), from the moment both have made an attempt to the
- * queue's end; which build starts first alternates by round. `ratios`: the second build's ÷ the first's, per round.
+ * BENCH_DRAIN_TOGETHER=1 with two or three builds: they drain each round's queue at once, side by
+ * side, so whatever else loads the machine falls on all of them in the same seconds (a shared
+ * machine's load moves CPU µs per delivery by ±5–10 % from one round to the next, more than the
+ * differences between builds). Each build's CPU per delivery is its process's CPU over the
+ * deliveries its own metrics count (botdir_webhook_attempts_total), from the moment all have made
+ * an attempt to the queue's end; the order they start in rotates by round. `ratios`: each other
+ * build's ÷ the first build's, per round.
  */
 import { load } from "../load.js";
 import { MIX_PATH, median, sleep } from "../pipeline.js";
@@ -37,8 +38,8 @@ export interface DrainRound {
 
 export interface DrainResult {
   rounds: DrainRound[];
-  /** Side by side (BENCH_DRAIN_TOGETHER): the second build's CPU µs per delivery ÷ the first's, per round. */
-  ratios?: { perRound: number[]; median: number };
+  /** Side by side (BENCH_DRAIN_TOGETHER): each other build's CPU µs per delivery ÷ the first's, per round. */
+  ratios?: Record<string, { perRound: number[]; median: number }>;
   /** Median of each build's rounds. */
   byBuild: Record<string, Omit<DrainRound, "build">>;
 }
@@ -149,16 +150,18 @@ async function drainTogether(
   settings: { connections: number },
   options: { builds: (string | undefined)[]; rounds: number; votes: number },
 ): Promise<DrainResult> {
-  if (options.builds.length !== 2) throw new Error("BENCH_DRAIN_TOGETHER compares exactly two builds");
+  if (options.builds.length < 2 || options.builds.length > 3) {
+    throw new Error("BENCH_DRAIN_TOGETHER compares two or three builds");
+  }
   const rounds: DrainRound[] = [];
-  const perRound: number[] = [];
+  const perRound: number[][] = options.builds.slice(1).map(() => []);
   const fill = filler(stack, settings, options.votes);
   for (let round = 0; round < options.rounds; round++) {
     await stack.stopDispatchers();
     const from = stack.receiver.received(MIX_PATH);
     await fill();
-    // Which build starts first (and is profiled) alternates by round.
-    const order = round % 2 === 0 ? [0, 1] : [1, 0];
+    // The order they start in (the first is profiled) rotates by round.
+    const order = options.builds.map((_, i) => (i + round) % options.builds.length);
     const builds = order.map((i) => options.builds[i]);
     const procs = await stack.startDispatcherBuilds(builds.map((b) => buildOf(stack, b)));
     const urls = stack.dispatcherMetricsUrls;
@@ -206,15 +209,21 @@ async function drainTogether(
       );
     }
     rounds.push(...byIndex);
-    const [a, b] = byIndex;
-    if (a && b && a.dispatcher > 0) {
-      perRound.push(Math.round((b.dispatcher / a.dispatcher) * 1000) / 1000);
-      log(`drain together, round ${round + 1}: ${b.build} ÷ ${a.build} = ${perRound.at(-1)}`);
+    const [a, ...others] = byIndex;
+    for (const [i, b] of others.entries()) {
+      if (!a || !b || a.dispatcher <= 0) continue;
+      perRound[i]?.push(Math.round((b.dispatcher / a.dispatcher) * 1000) / 1000);
+      log(`drain together, round ${round + 1}: ${b.build} ÷ ${a.build} = ${perRound[i]?.at(-1)}`);
     }
   }
   await stack.stopDispatchers();
-  const ratios = { perRound, median: median(perRound) };
-  log(`drain together: ${options.builds[1] ?? "this build"} ÷ ${options.builds[0] ?? "this build"}, median ${ratios.median} of ${perRound.join(", ")}`);
+  const ratios: NonNullable<DrainResult["ratios"]> = {};
+  for (const [i, build] of options.builds.slice(1).entries()) {
+    const of = perRound[i] ?? [];
+    const name = `${build ?? "this build"} ÷ ${options.builds[0] ?? "this build"}`;
+    ratios[name] = { perRound: of, median: median(of) };
+    log(`drain together: ${name}, median ${median(of)} of ${of.join(", ")}`);
+  }
   return { rounds, byBuild: mediansByBuild(rounds), ratios };
 }
 

@@ -21,7 +21,7 @@ import {
 } from "@opentelemetry/api";
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from "express";
 import { type HttpMetrics, routeLabel } from "./metrics.js";
-import { startSpan, traceLogFields } from "./telemetry.js";
+import { spanLogFields, startSpan, traceLogFields, traceparentOf, tracesExported } from "./telemetry.js";
 
 /** The subset of pino the apps use; tests can pass a capturing fake. */
 export interface Logger {
@@ -30,6 +30,18 @@ export interface Logger {
   error(obj: object, msg?: string): void;
   /** pino's level check; a logger without it logs every level. */
   isLevelEnabled?(level: string): boolean;
+}
+
+/** `logger` with `fields` on every line (a line's own fields of the same names win). */
+export function loggerWith(logger: Logger, fields: Record<string, unknown>): Logger {
+  return {
+    info: (obj, msg) => logger.info({ ...fields, ...obj }, msg),
+    warn: (obj, msg) => logger.warn({ ...fields, ...obj }, msg),
+    error: (obj, msg) => logger.error({ ...fields, ...obj }, msg),
+    ...(logger.isLevelEnabled
+      ? { isLevelEnabled: (level: string) => logger.isLevelEnabled?.(level) ?? true }
+      : {}),
+  };
 }
 
 /** Assigns a request id (kept from `X-Request-Id` when it is sane) to `res.locals.reqId`. */
@@ -67,9 +79,12 @@ export function requestLog(logger: Logger, metrics?: HttpMetrics): RequestHandle
 
 /**
  * requestId and requestLog as one middleware (the hot paths pay for one Express layer, not two),
- * and the request's server span: it continues an incoming W3C `traceparent`, is active for
- * everything the request runs, and is named by the route template when the answer is sent
- * (`GET /api/v1/bots/:id/check`), as the metrics' route label.
+ * and the request's server span: it continues an incoming W3C `traceparent` and is named by the
+ * route template when the answer is sent (`GET /api/v1/bots/:id/check`), as the metrics' route
+ * label. Where spans are exported it is active for everything the request runs. Where nothing is
+ * exported no context is entered (one per request cost `/check` ≈ 6 % of its CPU,
+ * docs/performance.md): the request's context is kept in `res.locals.trace` for the routes that
+ * read the request's trace (requestTrace), and its log line carries its ids.
  */
 export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHandler {
   const finished = onFinished(logger, metrics);
@@ -77,9 +92,21 @@ export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHa
     const start = process.hrtime.bigint();
     assignRequestId(req, res);
     const [span, ctx] = startServerSpan(req);
-    finished(req, res, start, span, ctx);
-    context.with(ctx, next);
+    res.locals.trace = ctx;
+    finished(req, res, start, span);
+    if (tracesExported()) context.with(ctx, next);
+    else next();
   };
+}
+
+/** The request's context (its server span), as requestContext keeps it; undefined before it ran. */
+export function requestTrace(res: Response): Context | undefined {
+  return res.locals.trace as Context | undefined;
+}
+
+/** The `traceparent` of the request's server span (requestTrace), else of the active span, else null. */
+export function requestTraceparent(res: Response): string | null {
+  return traceparentOf(trace.getSpan(requestTrace(res) ?? context.active())?.spanContext());
 }
 
 /** The server span of a request, continuing its `traceparent` header when it has a valid one. */
@@ -116,27 +143,35 @@ export function earlyRequestContext(
   const report = reporter(logger, metrics);
   return (req, res, route, start = process.hrtime.bigint()) => {
     const reqId = setRequestId(req, res);
-    const [span, ctx] = startServerSpan(req);
+    const [span] = startServerSpan(req);
     res.on("finish", () => {
       endServerSpan(span, req.method ?? "GET", route, res.statusCode);
-      context.with(ctx, () =>
-        report(req.method ?? "GET", req.url ?? "/", route, res.statusCode, reqId, start),
-      );
+      report(req.method ?? "GET", req.url ?? "/", route, res.statusCode, reqId, start, span);
     });
   };
 }
 
 /** The log line and the metrics of one finished request; never throws. */
 function reporter(logger: Logger, metrics?: HttpMetrics) {
-  return (method: string, url: string, route: string, status: number, reqId: unknown, start: bigint) => {
+  return (
+    method: string,
+    url: string,
+    route: string,
+    status: number,
+    reqId: unknown,
+    start: bigint,
+    span?: Span,
+  ) => {
     try {
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
       metrics?.observe(route, method, status, seconds);
       // pino's disabled levels are no-ops; skip building the line too (the benchmark runs at warn).
       if (logger.isLevelEnabled?.("info") === false) return;
       const q = url.indexOf("?");
+      // The request's log line joins its trace (trace_id, span_id: its server span's).
       logger.info(
         {
+          ...spanLogFields(span),
           reqId,
           method,
           route,
@@ -155,7 +190,7 @@ function reporter(logger: Logger, metrics?: HttpMetrics) {
 
 function onFinished(logger: Logger, metrics?: HttpMetrics) {
   const report = reporter(logger, metrics);
-  return (req: Request, res: Response, start: bigint, span?: Span, ctx?: Context) => {
+  return (req: Request, res: Response, start: bigint, span?: Span) => {
     res.on("finish", () => {
       let route: string;
       try {
@@ -165,12 +200,7 @@ function onFinished(logger: Logger, metrics?: HttpMetrics) {
         return;
       }
       if (span) endServerSpan(span, req.method, route, res.statusCode);
-      // The request's log line joins its trace (trace_id, span_id), as the lines written inside it.
-      if (ctx)
-        context.with(ctx, () =>
-          report(req.method, req.originalUrl, route, res.statusCode, res.locals.reqId, start),
-        );
-      else report(req.method, req.originalUrl, route, res.statusCode, res.locals.reqId, start);
+      report(req.method, req.originalUrl, route, res.statusCode, res.locals.reqId, start, span);
     });
   };
 }
@@ -224,7 +254,13 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     const apiError = toApiError(err);
     if (apiError.status >= 500) {
       logger.error(
-        { reqId: res.locals.reqId, method: req.method, path: req.path, err: describeError(err) },
+        {
+          ...spanLogFields(trace.getSpan(requestTrace(res) ?? ROOT_CONTEXT)),
+          reqId: res.locals.reqId,
+          method: req.method,
+          path: req.path,
+          err: describeError(err),
+        },
         "request failed",
       );
     }

@@ -3,10 +3,11 @@ import type { AddressInfo } from "node:net";
 import { propagation, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import express from "express";
 import { pino } from "pino";
-import { loggerOptions, requestContext } from "./http.js";
+import { loggerOptions, requestContext, requestTrace, requestTraceparent } from "./http.js";
 import {
   activeTraceId,
   contextOf,
+  inContext,
   inSpan,
   parseKeyValues,
   spanContextOf,
@@ -31,9 +32,9 @@ afterAll(() => telemetry.shutdown());
 const INCOMING = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 describe("startTelemetry without an endpoint", () => {
-  it("then nothing is exported, yet a span has a valid trace id that its children share", async () => {
+  it("then nothing is exported, yet a span that needs a trace has a valid trace id that its children share", async () => {
     expect(telemetry.exporting).toBe(false);
-    const ids = await inSpan("outer", {}, async (outer) => {
+    const ids = await inSpan("outer", { needsTrace: true }, async (outer) => {
       expect(outer.isRecording()).toBe(false);
       const inner = await inSpan("inner", {}, async () => activeTraceId());
       return { outer: outer.spanContext().traceId, inner };
@@ -64,14 +65,21 @@ describe("requestContext and the log mixin", () => {
   const stream = { write: (line: string) => void lines.push(JSON.parse(line)) };
   const logged = (msg: string) => waitFor(() => lines.find((l) => l.msg === msg), `log line "${msg}"`);
   let seenInHandler: string | null = null;
+  let seenWithoutContext: string | null = "unset";
+  let traceparentInHandler: string | null = null;
 
   beforeAll(async () => {
     const logger = pino(loggerOptions("test", "info", { nodeEnv: "production", tty: false }), stream);
     const app = express();
     app.use(requestContext(logger));
     app.get("/things/:id", (_req, res) => {
-      seenInHandler = activeTraceId();
-      logger.info({ event: "inside" }, "inside the request");
+      // Nothing is exported: the request runs in no context; a route that reads its trace enters it.
+      seenWithoutContext = activeTraceId();
+      traceparentInHandler = requestTraceparent(res);
+      inContext(requestTrace(res), () => {
+        seenInHandler = activeTraceId();
+        logger.info({ event: "inside" }, "inside the request");
+      });
       res.json({ ok: true });
     });
     server = createServer(app);
@@ -80,15 +88,19 @@ describe("requestContext and the log mixin", () => {
   });
   afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
-  it("when a request carries a traceparent, then the handler and every log line of the request are in that trace", async () => {
+  it("when a request carries a traceparent, then its trace (read in its context) and its log lines are that trace, and no context is entered for it", async () => {
     const answer = await fetch(`http://127.0.0.1:${port}/things/42`, { headers: { traceparent: INCOMING } });
     expect(answer.status).toBe(200);
+    expect(seenWithoutContext).toBeNull();
     expect(seenInHandler).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+    expect(traceparentInHandler).toMatch(/^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-00$/);
     const request = await logged("request");
     const inside = await logged("inside the request");
     expect(inside.trace_id).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
     expect(inside.span_id).toMatch(/^[0-9a-f]{16}$/);
     expect(request.trace_id).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+    // The request line names the request's server span, as the lines in its context.
+    expect(request.span_id).toBe(inside.span_id);
     expect(request.route).toBe("/things/:id");
   });
 
@@ -127,10 +139,12 @@ describe("TelemetryEnvFields", () => {
 
 describe("inSpan with tracing off", () => {
   it("when the parent is a local span that is not recording, then the work runs in the parent (same ids, no span made)", async () => {
-    const seen = await inSpan("server", {}, async (server) => {
+    const seen = await inSpan("server", { needsTrace: true }, async (server) => {
       const inner = await inSpan("pg.statement", {}, async (span) => span.spanContext().spanId);
       return { server: server.spanContext().spanId, inner };
     });
+    expect(seen.server).toMatch(/^[0-9a-f]{16}$/);
+    expect(seen.server).not.toBe("0".repeat(16));
     expect(seen.inner).toBe(seen.server);
   });
 
@@ -155,6 +169,14 @@ describe("inSpan with tracing off", () => {
     const noIds = trace.wrapSpanContext({ traceId: "0".repeat(32), spanId: "0".repeat(16), traceFlags: 0 });
     expect(traceIdOfSpan(noIds)).toBeNull();
     expect(traceIdOfSpan(undefined)).toBeNull();
+  });
+
+  it("when no span is active and the work needs no trace, then with nothing exported no span is made: the work gets a span without ids and runs in no context", async () => {
+    const seen = await inSpan("pg.statement", {}, async (span) => ({
+      span: traceIdOfSpan(span),
+      active: activeTraceId(),
+    }));
+    expect(seen).toEqual({ span: null, active: null });
   });
 
   it("when a span starts a trace of its own (root), then it gets new ids even with tracing off", async () => {
@@ -193,7 +215,9 @@ describe("spanContextOf", () => {
 
 describe("inSpan without a span of its own", () => {
   it("when the work runs in the parent, then its own promise is returned, not a wrapper", async () => {
-    await inSpan("server", {}, async () => {
+    const none = Promise.resolve(6);
+    expect(inSpan("pg.statement", {}, () => none)).toBe(none);
+    await inSpan("server", { needsTrace: true }, async () => {
       const work = Promise.resolve(7);
       expect(inSpan("pg.statement", {}, () => work)).toBe(work);
       const job = Promise.resolve(8);
@@ -205,7 +229,10 @@ describe("inSpan without a span of its own", () => {
     const fails = () => {
       throw new TypeError("boom");
     };
-    await expect(inSpan("server", {}, async () => inSpan("inner", {}, fails))).rejects.toThrow("boom");
+    await expect(inSpan("inner", {}, fails)).rejects.toThrow("boom");
+    await expect(
+      inSpan("server", { needsTrace: true }, async () => inSpan("inner", {}, fails)),
+    ).rejects.toThrow("boom");
     await expect(inSpan("process", { parent: contextOf(INCOMING) }, fails)).rejects.toThrow("boom");
     await expect(inSpan("batch", { root: true }, fails)).rejects.toThrow("boom");
   });

@@ -220,6 +220,12 @@ export function tracer(): Tracer {
 }
 
 export interface SpanStart {
+  /**
+   * The work reads its trace (activeTraceparent, activeTraceId): where nothing is exported and no
+   * span is active, it still runs in a new trace's ids (as a root span does). Other spans are then
+   * not made at all: nothing would read them.
+   */
+  needsTrace?: boolean;
   kind?: SpanKind;
   attributes?: Attributes;
   links?: Link[];
@@ -261,6 +267,15 @@ export function inSpan<T>(name: string, start: SpanStart, fn: (span: Span) => Pr
       } catch (error) {
         return Promise.reject(error);
       }
+    }
+  }
+  if (idsOnly && !current && start.root !== true && start.needsTrace !== true) {
+    // Nothing is recorded and nothing reads a trace: no span, no context (where nothing is
+    // exported a request runs in no context, docs/performance.md "What tracing costs").
+    try {
+      return fn(NO_SPAN);
+    } catch (error) {
+      return Promise.reject(error);
     }
   }
   if (idsOnly) {
@@ -330,9 +345,55 @@ export function failSpan(span: Span, error: unknown): void {
   span.setAttribute("error.type", type);
 }
 
+/** The span handed to work that makes none: no ids, records nothing. */
+const NO_SPAN: Span = trace.wrapSpanContext({
+  traceId: "00000000000000000000000000000000",
+  spanId: "0000000000000000",
+  traceFlags: TraceFlags.NONE,
+});
+
+/**
+ * Runs `fn` in `ctx` (a request's context, kept by requestContext) unless spans are exported: the
+ * request then runs in it already. For the work of a request that reads its trace (a test event's
+ * X-Webhook-Trace, a redelivery's new series) where nothing is exported and no context is entered
+ * per request.
+ */
+export function inContext<T>(ctx: Context | undefined, fn: () => T): T {
+  if (!ctx || exporting) return fn();
+  return contexts.with(ctx, fn);
+}
+
+/** `trace_id` and `span_id` of `span` for a log line (nothing for a span without ids). */
+export function spanLogFields(span: Span | undefined): Record<string, string> {
+  const ids = span?.spanContext();
+  if (!ids || ids.traceId === INVALID_TRACE) return {};
+  return { trace_id: ids.traceId, span_id: ids.spanId };
+}
+
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 const INVALID_TRACE = "00000000000000000000000000000000";
 const INVALID_SPAN = "0000000000000000";
+
+/** A new random trace id (32 lowercase hex): for work with no stored trace that makes no span. */
+export function newTraceId(): string {
+  return idGenerator.generateTraceId();
+}
+
+/** The `traceparent` of a new trace (not sampled): for work that starts one outside any span. */
+export function newTraceparent(): string {
+  return `00-${idGenerator.generateTraceId()}-${idGenerator.generateSpanId()}-00`;
+}
+
+/**
+ * `trace_id` of a stored `traceparent`, for a log line written outside any span where nothing is
+ * exported (the dispatcher then makes no span for a delivery); nothing where spans are exported
+ * (the line is inside a span: the mixin adds its ids) or without a valid `traceparent`.
+ */
+export function storedTraceLogFields(traceparent: string | null | undefined): Record<string, string> {
+  if (exporting) return {};
+  const traceId = traceIdOf(traceparent);
+  return traceId ? { trace_id: traceId } : {};
+}
 
 /** The W3C `traceparent` of a span context, or null for an invalid one (no provider registered). */
 export function traceparentOf(spanContext: SpanContext | undefined): string | null {

@@ -9,7 +9,7 @@
  */
 import { redeliver } from "@botdir/db";
 import { type RedeliverResponse, redeliveryRefusal } from "@botdir/schema";
-import { activeTraceparent, inSpan, linkTo, sendJson } from "@botdir/service-kit";
+import { activeTraceparent, inContext, inSpan, linkTo, requestTrace, sendJson } from "@botdir/service-kit";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
 import { admit, countConfirmed, limitFirst } from "../http/access.js";
@@ -27,14 +27,18 @@ export function registerRedeliver(router: Router, ctx: ApiContext): void {
     const rate = await countConfirmed(ctx, "redeliver", tokenHash, first, tokenBotId);
     const botId = admit(res, { tokenBotId, pathId: req.params.id, rate });
     const deliveryId = req.params.deliveryId;
-    const result = await inSpan(
-      "webhook.redeliver",
-      { attributes: { "botdir.bot_id": botId, "botdir.delivery_id": deliveryId } },
-      async (span) => {
-        const started = await redeliver(ctx.db, botId, deliveryId, ctx.clock.now(), activeTraceparent());
-        if (started.kind === "redelivered") linkTo(span, started.previousTraceparent);
-        return started;
-      },
+    // In the request's trace (a new one, linked to the delivery's previous trace): the new series
+    // keeps it (docs/tracing.md).
+    const result = await inContext(requestTrace(res), () =>
+      inSpan(
+        "webhook.redeliver",
+        { needsTrace: true, attributes: { "botdir.bot_id": botId, "botdir.delivery_id": deliveryId } },
+        async (span) => {
+          const started = await redeliver(ctx.db, botId, deliveryId, ctx.clock.now(), activeTraceparent());
+          if (started.kind === "redelivered") linkTo(span, started.previousTraceparent);
+          return started;
+        },
+      ),
     );
     if (result.kind !== "redelivered") throw redeliveryRefusal(result.kind);
     const body: RedeliverResponse = {

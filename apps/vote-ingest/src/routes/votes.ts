@@ -1,6 +1,6 @@
 /** POST /internal/v1/votes: the site frontend casts a vote (INTERNAL_API_KEY). */
 import { CastVoteBody, parseOrThrow } from "@botdir/schema";
-import { methodNotAllowed, requireJson, sendJson } from "@botdir/service-kit";
+import { methodNotAllowed, requestTraceparent, requireJson, sendJson } from "@botdir/service-kit";
 import express, { type Router } from "express";
 import { requireInternalKey } from "../internal-auth.js";
 import type { Votes } from "../services/votes.js";
@@ -18,7 +18,11 @@ export function registerVotes(router: Router, deps: VotesRouteDeps): void {
     express.json({ limit: "4kb" }),
     async (req, res) => {
       const body = parseOrThrow(CastVoteBody, req.body);
-      const { vote, nextVoteAt } = await deps.votes.castVote(body.bot_id, body.user_id);
+      const { vote, nextVoteAt } = await deps.votes.castVote(
+        body.bot_id,
+        body.user_id,
+        requestTraceparent(res),
+      );
       res.setHeader("Cache-Control", "no-store");
       sendJson(res, { vote, nextVoteAt }, 201);
     },

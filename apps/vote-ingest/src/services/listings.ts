@@ -389,7 +389,8 @@ export function createListings(deps: ListingsDeps) {
       // previous trace); the row keeps its context for the hand-off and the attempts.
       return inSpan(
         "webhook.redeliver",
-        { attributes: { "botdir.bot_id": id, "botdir.delivery_id": deliveryId } },
+        // A trace even outside a request (botctl) with nothing exported: the series keeps it.
+        { needsTrace: true, attributes: { "botdir.bot_id": id, "botdir.delivery_id": deliveryId } },
         async (span) => {
           const result = await redeliver(deps.db, id, deliveryId, now, activeTraceparent());
           if (result.kind !== "redelivered") throw redeliveryRefusal(result.kind);

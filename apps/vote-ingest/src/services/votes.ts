@@ -19,7 +19,15 @@
 import { type BatchLimits, createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
 import { type Db, isRetryableConflict, newDeliveryId } from "@botdir/db";
 import { ApiError, MESSAGES, VOTE_WINDOW_MS } from "@botdir/schema";
-import { activeTraceparent, type Clock, inSpan, type Logger, SpanKind } from "@botdir/service-kit";
+import {
+  activeTraceparent,
+  type Clock,
+  inSpan,
+  type Logger,
+  newTraceparent,
+  SpanKind,
+  storedTraceLogFields,
+} from "@botdir/service-kit";
 import type { DeliveryQueue } from "../outbox/queue.js";
 
 export interface VotesDeps {
@@ -165,13 +173,19 @@ export function createVotes(deps: VotesDeps) {
      * Records a vote of `userId` for `botId` (ids already validated), or throws 404 (unknown or
      * unapproved bot) or 409 with `nextVoteAt` (inside the window; nothing written).
      */
-    async castVote(botId: string, userId: string): Promise<CastVoteOutcome> {
+    async castVote(
+      botId: string,
+      userId: string,
+      /**
+       * The vote's context (the request's server span, requestTraceparent; default: the active
+       * span's, else a new trace, as for `botctl vote cast`): its delivery row keeps it, so every
+       * hand-off and attempt of the delivery continues this trace.
+       */
+      traceparent: string | null = activeTraceparent() ?? newTraceparent(),
+    ): Promise<CastVoteOutcome> {
       // Milliseconds: the column is timestamptz(3), and the instant is the same everywhere.
       const now = clock.now();
       const votedAt = now.toISOString();
-      // The vote's context (the request's server span): its delivery row keeps it, so every
-      // hand-off and attempt of the delivery continues this trace.
-      const traceparent = activeTraceparent();
       const deliveryId = newDeliveryId();
       // The statement is shared by the votes of one turn (createBatcher): this span is this vote's
       // wait for it, with the statement's batch size.
@@ -213,7 +227,10 @@ export function createVotes(deps: VotesDeps) {
           now,
         );
         if (!handed) {
-          logger.warn({ deliveryId: row.delivery_id }, "queue unavailable; the outbox relay will hand off");
+          logger.warn(
+            { deliveryId: row.delivery_id, ...storedTraceLogFields(traceparent) },
+            "queue unavailable; the outbox relay will hand off",
+          );
         }
       }
 

@@ -1,3 +1,4 @@
+import { inContext, requestTrace } from "@botdir/service-kit";
 import type { Router } from "express";
 import type { Listings } from "../../services/listings.js";
 import { botIdParam } from "./params.js";
@@ -9,7 +10,10 @@ import { botIdParam } from "./params.js";
  */
 export function registerRedeliver(router: Router, listings: Listings): void {
   router.post("/:id/webhook/deliveries/:deliveryId/redeliver", async (req, res) => {
-    const result = await listings.redeliver(botIdParam(req), String(req.params.deliveryId));
+    // In the request's trace: the new series belongs to it (docs/tracing.md).
+    const result = await inContext(requestTrace(res), () =>
+      listings.redeliver(botIdParam(req), String(req.params.deliveryId)),
+    );
     res.setHeader("Cache-Control", "no-store");
     res.status(202).json(result);
   });

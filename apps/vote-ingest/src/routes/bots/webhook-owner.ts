@@ -1,3 +1,4 @@
+import { inContext, requestTrace } from "@botdir/service-kit";
 import type { Router } from "express";
 import type { Listings } from "../../services/listings.js";
 import { botIdParam } from "./params.js";
@@ -16,7 +17,8 @@ export function registerWebhookOwner(router: Router, listings: Listings): void {
 
   router.post("/:id/webhook/test", async (req, res) => {
     res.setHeader("Cache-Control", "no-store");
-    res.json(await listings.sendTestEvent(botIdParam(req)));
+    // In the request's trace: the test event carries its id (X-Webhook-Trace).
+    res.json(await inContext(requestTrace(res), () => listings.sendTestEvent(botIdParam(req))));
   });
 
   router.post("/:id/webhook/enable", async (req, res) => {
