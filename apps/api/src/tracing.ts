@@ -1,10 +1,12 @@
 /**
  * The API's spans below the request's server span (docs/tracing.md): the limiter's Redis call and
  * the PostgreSQL statements, as CLIENT spans. The statements are shared by the requests of one
- * event-loop turn (createBatcher), so each span is this request's wait for its batch.
+ * event-loop turn (createBatcher), so each span is this request's wait for its batch. Where nothing
+ * is exported (decided by startTelemetry, before the app is built) these spans are never made, so
+ * the limiter and the statements are returned as they are: no wrapper on the hot paths.
  */
 import type { Batched } from "@botdir/batcher";
-import { inSpan, SpanKind } from "@botdir/service-kit";
+import { inSpan, SpanKind, tracesExported } from "@botdir/service-kit";
 import type { RateLimiter } from "./services/ratelimit.js";
 
 const REDIS = { "db.system.name": "redis" } as const;
@@ -12,6 +14,7 @@ const POSTGRES = { "db.system.name": "postgresql" } as const;
 
 /** The limiter with a `redis.rate_limit` span around each decision (the decision as an attribute). */
 export function traceLimiter(limiter: RateLimiter): RateLimiter {
+  if (!tracesExported()) return limiter;
   const span = <D extends { kind: string }>(endpoint: string, run: () => Promise<D>) =>
     inSpan(
       "redis.rate_limit",
@@ -30,6 +33,7 @@ export function traceLimiter(limiter: RateLimiter): RateLimiter {
 
 /** A batched statement with a `pg.<operation>` span around each caller's wait. */
 export function traceStatement<K, V>(operation: string, batched: Batched<K, V>): Batched<K, V> {
+  if (!tracesExported()) return batched;
   const name = `pg.${operation}`;
   const attributes = { ...POSTGRES, "db.operation.name": operation };
   return (key) => inSpan(name, { kind: SpanKind.CLIENT, attributes }, () => batched(key));
