@@ -160,7 +160,12 @@ export interface Stack {
    * commit, e.g. the code before a change): that API and vote-ingest, tracing off as the usual
    * ones, which the rows "(this build ÷ base)" alternate with. Absent without BENCH_BASE_APPS.
    */
-  base?: { apiUrl: string; apiPid: () => number | undefined; ingestUrl: string; ingestPid: () => number | undefined };
+  base?: {
+    apiUrl: string;
+    apiPid: () => number | undefined;
+    ingestUrl: string;
+    ingestPid: () => number | undefined;
+  };
   /** The OTLP receiver of the traced apps (and of a dispatcher given `tracingEnv`). */
   otlp: OtlpSink;
   /** The environment that turns tracing on (100 % sampled, exported to `otlp`). */
@@ -346,7 +351,11 @@ export async function startStack(): Promise<Stack> {
     let base: Stack["base"];
     const baseDir = process.env.BENCH_BASE_APPS;
     if (baseDir) {
-      const [apiBasePort, apiBaseMetricsPort, ingestBasePort] = await Promise.all([freePort(), freePort(), freePort()]);
+      const [apiBasePort, apiBaseMetricsPort, ingestBasePort] = await Promise.all([
+        freePort(),
+        freePort(),
+        freePort(),
+      ]);
       const apiBase = await startNode(
         "api-base",
         path.resolve(baseDir, "api/main.js"),

@@ -174,7 +174,10 @@ async function drainTogether(
     );
     const read = () =>
       Promise.all(
-        procs.map(async (proc, i) => ({ attempts: await attemptsOf(urls[i] as string), cpu: cpuSeconds(proc.child.pid) })),
+        procs.map(async (proc, i) => ({
+          attempts: await attemptsOf(urls[i] as string),
+          cpu: cpuSeconds(proc.child.pid),
+        })),
       );
     const opened = await read();
     const shared = async () => ({
