@@ -13,8 +13,9 @@
  * drops every span (nothing recorded, nothing exported), but each span still has a trace id and a
  * span id. Every vote therefore has a trace id owners can quote (X-Webhook-Trace) and every log
  * line written inside a span carries it. Such spans are ids and nothing else, so our seams make
- * them without the SDK (inSpan, startSpan): what tracing off costs is kept to the ids and the
- * context each job and request runs in (docs/performance.md, "What tracing costs").
+ * them without the SDK (inSpan, startSpan), make none below them, and enter no context per request
+ * or job (requestContext keeps the request's for the routes that read it, inContext): what tracing
+ * off costs is kept to the ids (docs/performance.md, "What tracing costs").
  */
 import {
   type Attributes,
