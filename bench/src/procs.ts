@@ -3,6 +3,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { parseMetrics } from "@botdir/db/testing";
 
 export { freePort, startRedisServer } from "@botdir/test-stores";
 
@@ -264,14 +265,14 @@ export async function redisCommandCalls(url: string): Promise<Record<string, num
  */
 export async function gcSeconds(metricsUrl: string): Promise<number | null> {
   try {
-    const text = await (await fetch(metricsUrl)).text();
-    let total = 0;
-    for (const line of text.split("\n")) {
-      if (line.startsWith("nodejs_gc_duration_seconds_sum"))
-        total += Number(line.slice(line.lastIndexOf(" ") + 1));
-    }
-    return total;
+    return (await metricSums(metricsUrl, ["nodejs_gc_duration_seconds_sum"]))[0] ?? null;
   } catch {
     return null;
   }
+}
+
+/** Each named series at an app's /metrics, summed over its labels (0 when absent), in `names`' order. */
+export async function metricSums(metricsUrl: string, names: readonly string[]): Promise<number[]> {
+  const samples = parseMetrics(await (await fetch(metricsUrl)).text());
+  return names.map((name) => samples.filter((s) => s.name === name).reduce((a, s) => a + s.value, 0));
 }

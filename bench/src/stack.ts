@@ -328,64 +328,57 @@ export async function startStack(): Promise<Stack> {
       OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
       OTEL_TRACES_SAMPLER: "always_on",
     };
-    const [apiTracedPort, apiTracedMetricsPort, ingestTracedPort] = await Promise.all([
-      freePort(),
-      freePort(),
-      freePort(),
-    ]);
-    const apiTraced = await startNode(
-      "api-traced",
-      entries.api,
-      { ...env, ...tracingEnv, API_PORT: String(apiTracedPort), METRICS_PORT: String(apiTracedMetricsPort) },
-      [],
-      profileArgs("api-traced"),
-    );
-    const ingestTraced = await startNode(
-      "vote-ingest-traced",
-      entries.ingest,
-      { ...env, ...tracingEnv, INGEST_PORT: String(ingestTracedPort) },
-      [],
-      profileArgs("vote-ingest-traced"),
-    );
-    procs.push(floor, ioFloor, api, apiUnnamed, ingest, apiTraced, ingestTraced);
-    let base: Stack["base"];
-    const baseDir = process.env.BENCH_BASE_APPS;
-    if (baseDir) {
-      const [apiBasePort, apiBaseMetricsPort, ingestBasePort] = await Promise.all([
+    procs.push(floor, ioFloor, api, apiUnnamed, ingest);
+    /** Another API and vote-ingest (`-<suffix>`), started, answering their health checks. */
+    const startPair = async (
+      suffix: string,
+      from: { api: string; ingest: string },
+      extraEnv: Record<string, string>,
+      args: (name: string) => string[],
+    ) => {
+      const [apiPairPort, apiPairMetricsPort, ingestPairPort] = await Promise.all([
         freePort(),
         freePort(),
         freePort(),
       ]);
-      const apiBase = await startNode(
-        "api-base",
-        path.resolve(baseDir, "api/main.js"),
-        { ...env, API_PORT: String(apiBasePort), METRICS_PORT: String(apiBaseMetricsPort) },
+      const pairApi = await startNode(
+        `api-${suffix}`,
+        from.api,
+        { ...env, ...extraEnv, API_PORT: String(apiPairPort), METRICS_PORT: String(apiPairMetricsPort) },
         [],
-        nodeArgs,
+        args(`api-${suffix}`),
       );
-      const ingestBase = await startNode(
-        "vote-ingest-base",
-        path.resolve(baseDir, "vote-ingest/main.js"),
-        { ...env, INGEST_PORT: String(ingestBasePort) },
+      const pairIngest = await startNode(
+        `vote-ingest-${suffix}`,
+        from.ingest,
+        { ...env, ...extraEnv, INGEST_PORT: String(ingestPairPort) },
         [],
-        nodeArgs,
+        args(`vote-ingest-${suffix}`),
       );
-      procs.push(apiBase, ingestBase);
+      procs.push(pairApi, pairIngest);
       await Promise.all([
-        waitForHttp(`http://127.0.0.1:${apiBasePort}/api/health`),
-        waitForHttp(`http://127.0.0.1:${ingestBasePort}/health`),
+        waitForHttp(`http://127.0.0.1:${apiPairPort}/api/health`),
+        waitForHttp(`http://127.0.0.1:${ingestPairPort}/health`),
       ]);
-      base = {
-        apiUrl: `http://127.0.0.1:${apiBasePort}`,
-        apiPid: () => apiBase.child.pid,
-        ingestUrl: `http://127.0.0.1:${ingestBasePort}`,
-        ingestPid: () => ingestBase.child.pid,
+      return {
+        apiUrl: `http://127.0.0.1:${apiPairPort}`,
+        apiMetricsUrl: `http://127.0.0.1:${apiPairMetricsPort}/metrics`,
+        apiPid: () => pairApi.child.pid,
+        ingestUrl: `http://127.0.0.1:${ingestPairPort}`,
+        ingestPid: () => pairIngest.child.pid,
       };
-    }
-    await Promise.all([
-      waitForHttp(`http://127.0.0.1:${apiTracedPort}/api/health`),
-      waitForHttp(`http://127.0.0.1:${ingestTracedPort}/health`),
-    ]);
+    };
+    const traced = await startPair("traced", entries, tracingEnv, profileArgs);
+    // BENCH_BASE_APPS: another commit's API and vote-ingest, tracing off as the usual ones.
+    const baseDir = process.env.BENCH_BASE_APPS;
+    const base: Stack["base"] = baseDir
+      ? await startPair(
+          "base",
+          { api: path.resolve(baseDir, "api/main.js"), ingest: path.resolve(baseDir, "vote-ingest/main.js") },
+          {},
+          () => nodeArgs,
+        )
+      : undefined;
     await Promise.all([
       waitForHttp(`http://127.0.0.1:${floorPort}/health`),
       waitForHttp(`http://127.0.0.1:${ioFloorPort}/health`),
@@ -483,11 +476,11 @@ export async function startStack(): Promise<Stack> {
       apiUnnamedUrl: `http://127.0.0.1:${apiUnnamedPort}`,
       apiUnnamedMetricsUrl: `http://127.0.0.1:${apiUnnamedMetricsPort}/metrics`,
       apiUnnamedPid: () => apiUnnamed.child.pid,
-      apiTracedUrl: `http://127.0.0.1:${apiTracedPort}`,
-      apiTracedMetricsUrl: `http://127.0.0.1:${apiTracedMetricsPort}/metrics`,
-      apiTracedPid: () => apiTraced.child.pid,
-      ingestTracedUrl: `http://127.0.0.1:${ingestTracedPort}`,
-      ingestTracedPid: () => ingestTraced.child.pid,
+      apiTracedUrl: traced.apiUrl,
+      apiTracedMetricsUrl: traced.apiMetricsUrl,
+      apiTracedPid: traced.apiPid,
+      ingestTracedUrl: traced.ingestUrl,
+      ingestTracedPid: traced.ingestPid,
       ...(base ? { base } : {}),
       otlp,
       tracingEnv,

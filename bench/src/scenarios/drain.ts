@@ -20,7 +20,7 @@
  */
 import { load } from "../load.js";
 import { MIX_PATH, median, sleep } from "../pipeline.js";
-import { cpuSeconds, cpuSecondsBetween, postgresCpu, redisCommandCalls } from "../procs.js";
+import { cpuSeconds, cpuSecondsBetween, metricSums, postgresCpu, redisCommandCalls } from "../procs.js";
 import { log, type Stack } from "../stack.js";
 
 export interface DrainRound {
@@ -134,14 +134,7 @@ function buildOf(stack: Stack, build: string | undefined): { entry?: string; env
 
 /** The attempts a dispatcher has made (botdir_webhook_attempts_total, every label), from its metrics. */
 async function attemptsOf(metricsUrl: string): Promise<number> {
-  const text = await (await fetch(metricsUrl)).text();
-  let total = 0;
-  for (const line of text.split("\n")) {
-    if (!line.startsWith("botdir_webhook_attempts_total")) continue;
-    const value = Number(line.slice(line.lastIndexOf(" ") + 1));
-    if (Number.isFinite(value)) total += value;
-  }
-  return total;
+  return (await metricSums(metricsUrl, ["botdir_webhook_attempts_total"]))[0] ?? 0;
 }
 
 /** BENCH_DRAIN_TOGETHER: the two builds drain each round's queue side by side (see the file's comment). */

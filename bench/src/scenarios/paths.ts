@@ -8,9 +8,8 @@
  * and the ingest's durability (every 2xx of its rounds is in `vote_log`).
  */
 import { randomBytes } from "node:crypto";
-import { parseMetrics } from "@botdir/db/testing";
 import { average, type LoadResult, load } from "../load.js";
-import { cpuSeconds, cpuSecondsBetween, postgresCpu } from "../procs.js";
+import { cpuSeconds, cpuSecondsBetween, metricSums, postgresCpu } from "../procs.js";
 import { BOTS, botId, log, type Stack, userId } from "../stack.js";
 
 /** CPU microseconds per request of each process taking part, measured around a round. */
@@ -42,15 +41,11 @@ type Build = () => { path: string; headers?: Record<string, string>; body?: stri
 
 /** The batching counters (botdir_batch_*_total, summed) at an app's /metrics. */
 async function batchCounters(url: string) {
-  const text = await (await fetch(url)).text();
-  const sum = (name: string) =>
-    parseMetrics(text)
-      .filter((sample) => sample.name === name)
-      .reduce((a, sample) => a + sample.value, 0);
-  return {
-    statements: sum("botdir_batch_statements_total"),
-    requests: sum("botdir_batch_requests_total"),
-  };
+  const [statements = 0, requests = 0] = await metricSums(url, [
+    "botdir_batch_statements_total",
+    "botdir_batch_requests_total",
+  ]);
+  return { statements, requests };
 }
 
 function meanCpu(xs: CpuShare[]): CpuShare {
@@ -73,7 +68,19 @@ export async function hotPaths(
   // other paths take bots 1 … BOTS-1, so none of their requests is answered 429.
   const nextBot = () => 1 + (rr++ % (BOTS - 1));
   let statsRr = 0;
-  let voter = 1_000_000;
+  /** Casting a vote on `ours`, a new user each time from `firstUser` on (each row its own range). */
+  const casting = (ours: string, firstUser: bigint) => {
+    let voter = 0n;
+    return {
+      method: "POST" as const,
+      ours,
+      build: () => ({
+        path: "/internal/v1/votes",
+        headers: { authorization: internalKey },
+        body: `{"bot_id":"${botId(nextBot())}","user_id":"${firstUser + voter++}"}`,
+      }),
+    };
+  };
   const commands = JSON.stringify({
     commands: Array.from({ length: 100 }, (_, i) => ({
       name: `command-${i}`,
@@ -119,15 +126,7 @@ export async function hotPaths(
     },
     "PUT /commands (100)": ownBot("PUT", () => "/commands", commands),
     "GET /votes?limit=100": ownBot("GET", () => "/votes?limit=100"),
-    "POST /internal/v1/votes": {
-      method: "POST",
-      ours: stack.ingestUrl,
-      build: () => ({
-        path: "/internal/v1/votes",
-        headers: { authorization: internalKey },
-        body: `{"bot_id":"${botId(nextBot())}","user_id":"${3000000000000000000n + BigInt(voter++)}"}`,
-      }),
-    },
+    "POST /internal/v1/votes": casting(stack.ingestUrl, 3000000000001000000n),
     // Refusals: a random token each time (a pool of 10,000, none cached anywhere), and
     // one token far over its /check limit. Both against the floor's /check, like GET /check.
     "401 GET /check (random token)": {
@@ -169,32 +168,18 @@ export async function hotPaths(
   const check = paths["GET /check"];
   if (check)
     paths["GET /check (tracing on ÷ off)"] = { ...check, ours: stack.apiTracedUrl, floor: "untraced" };
-  let tracedVoter = 0;
   paths["POST /internal/v1/votes (tracing on ÷ off)"] = {
-    method: "POST",
-    ours: stack.ingestTracedUrl,
+    ...casting(stack.ingestTracedUrl, 5000000000000000000n),
     floor: "untraced",
-    build: () => ({
-      path: "/internal/v1/votes",
-      headers: { authorization: internalKey },
-      body: `{"bot_id":"${botId(nextBot())}","user_id":"${5000000000000000000n + BigInt(tracedVoter++)}"}`,
-    }),
   };
 
   // This build ÷ the apps of BENCH_BASE_APPS (e.g. the code before traces), tracing off in both,
   // the two in turn: what a change costs /check and casting a vote (their own user ids).
   if (stack.base) {
     if (check) paths["GET /check (this build ÷ base)"] = { ...check, floor: "base" };
-    let baseVoter = 0;
     paths["POST /internal/v1/votes (this build ÷ base)"] = {
-      method: "POST",
-      ours: stack.ingestUrl,
+      ...casting(stack.ingestUrl, 6000000000000000000n),
       floor: "base",
-      build: () => ({
-        path: "/internal/v1/votes",
-        headers: { authorization: internalKey },
-        body: `{"bot_id":"${botId(nextBot())}","user_id":"${6000000000000000000n + BigInt(baseVoter++)}"}`,
-      }),
     };
   }
 
