@@ -38,9 +38,7 @@ export function loggerWith(logger: Logger, fields: Record<string, unknown>): Log
     info: (obj, msg) => logger.info({ ...fields, ...obj }, msg),
     warn: (obj, msg) => logger.warn({ ...fields, ...obj }, msg),
     error: (obj, msg) => logger.error({ ...fields, ...obj }, msg),
-    ...(logger.isLevelEnabled
-      ? { isLevelEnabled: (level: string) => logger.isLevelEnabled?.(level) ?? true }
-      : {}),
+    ...(logger.isLevelEnabled ? { isLevelEnabled: logger.isLevelEnabled.bind(logger) } : {}),
   };
 }
 
@@ -83,8 +81,8 @@ export function requestLog(logger: Logger, metrics?: HttpMetrics): RequestHandle
  * route template when the answer is sent (`GET /api/v1/bots/:id/check`), as the metrics' route
  * label. Where spans are exported it is active for everything the request runs. Where nothing is
  * exported no context is entered (as the dispatcher enters none per job, where one cost ≈ 4 % of
- * its CPU, docs/performance.md): the request's context is kept in `res.locals.trace` for the routes that
- * read the request's trace (requestTrace), and its log line carries its ids.
+ * its CPU, docs/performance.md): the request's context is kept in `res.locals.trace` for the
+ * routes that read the request's trace (requestTrace), and its log line carries its ids.
  */
 export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHandler {
   const finished = onFinished(logger, metrics);
@@ -104,9 +102,14 @@ export function requestTrace(res: Response): Context | undefined {
   return res.locals.trace as Context | undefined;
 }
 
+/** The request's server span (requestTrace), else the active span. */
+function requestSpan(res: Response): Span | undefined {
+  return trace.getSpan(requestTrace(res) ?? context.active());
+}
+
 /** The `traceparent` of the request's server span (requestTrace), else of the active span, else null. */
 export function requestTraceparent(res: Response): string | null {
-  return traceparentOf(trace.getSpan(requestTrace(res) ?? context.active())?.spanContext());
+  return traceparentOf(requestSpan(res)?.spanContext());
 }
 
 /** The server span of a request, continuing its `traceparent` header when it has a valid one. */
@@ -255,7 +258,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (apiError.status >= 500) {
       logger.error(
         {
-          ...spanLogFields(trace.getSpan(requestTrace(res) ?? ROOT_CONTEXT)),
+          ...spanLogFields(requestSpan(res)),
           reqId: res.locals.reqId,
           method: req.method,
           path: req.path,

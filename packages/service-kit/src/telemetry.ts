@@ -446,9 +446,7 @@ export function contextOf(traceparent: string | null | undefined): Context {
 
 /** pino `mixin`: `trace_id` and `span_id` on every line written inside a span (nothing otherwise). */
 export function traceLogFields(): Record<string, string> {
-  const spanContext = activeSpan()?.spanContext();
-  if (!spanContext || spanContext.traceId === INVALID_TRACE) return {};
-  return { trace_id: spanContext.traceId, span_id: spanContext.spanId };
+  return spanLogFields(activeSpan());
 }
 
 /** Adds a link from `span` to the span of a stored `traceparent` (nothing when there is none). */
