@@ -105,31 +105,30 @@ export function createDeliverHandler(deps: DeliverDeps) {
   ): Promise<DeliverResult> {
     const { deliveryId } = data;
 
-    // Spans (docs/tracing.md), where spans are exported: webhook.claim, the POST (client span) and
-    // webhook.record, children of the job's consumer span. The claim and record statements are
-    // shared by the attempts of a turn (createDeliveryStore batches them): each span is this
-    // attempt's wait for its statement. Where nothing is exported, a delivery makes no span and
-    // runs in no context (one per delivery cost the drain ≈ 4 % of the dispatcher's CPU,
-    // docs/performance.md): its trace id, for X-Webhook-Trace and its log lines' `trace_id`, is
-    // the job's stored one, or a new one for a job that carries none.
-    const exported = tracesExported();
-    const traceId = exported ? null : (traceIdOf(data.traceparent) ?? newTraceId());
+    // Spans (docs/tracing.md): webhook.claim, the POST (client span) and webhook.record, children
+    // of the job's consumer span. The claim and record statements are shared by the attempts of a
+    // turn (createDeliveryStore batches them): each span is this attempt's wait for its statement.
+    // Where nothing is exported, a delivery runs in no context (one per delivery cost the drain
+    // ≈ 4 % of the dispatcher's CPU, docs/performance.md), so inSpan makes none of these spans: the
+    // delivery's trace id, for X-Webhook-Trace and its log lines' `trace_id`, is the job's stored
+    // one, or a new one for a job that carries none.
+    const traceId = tracesExported() ? null : (traceIdOf(data.traceparent) ?? newTraceId());
     const logger = traceId === null ? deps.logger : loggerWith(deps.logger, { trace_id: traceId });
-    const claimIt = () =>
-      store.claim(deliveryId, {
-        now: deps.clock.now(),
-        leaseMs: deps.leaseMs,
-        earlySlackMs,
-        retryDelays: deps.retryDelays,
-        decryptSecret,
-      });
-    const claim = !exported
-      ? await claimIt()
-      : await inSpan("webhook.claim", { attributes: { "botdir.delivery_id": deliveryId } }, async (span) => {
-          const claimed = await claimIt();
-          span.setAttribute("botdir.claim", claimed.kind);
-          return claimed;
+    const claim = await inSpan(
+      "webhook.claim",
+      { attributes: { "botdir.delivery_id": deliveryId } },
+      async (span) => {
+        const claimed = await store.claim(deliveryId, {
+          now: deps.clock.now(),
+          leaseMs: deps.leaseMs,
+          earlySlackMs,
+          retryDelays: deps.retryDelays,
+          decryptSecret,
         });
+        span.setAttribute("botdir.claim", claimed.kind);
+        return claimed;
+      },
+    );
     switch (claim.kind) {
       case "done":
         if (claim.reason === "no_webhook") {
@@ -152,64 +151,64 @@ export function createDeliverHandler(deps: DeliverDeps) {
     const { target, attemptNumber, leaseUntil } = claim;
     onClaimed?.(target);
     const attemptedAt = deps.clock.now();
-    const send = (trace: string | null) => deps.send(buildDeliveryRequest(target, attemptedAt, trace));
-    const outcome = !exported
-      ? await send(traceId)
-      : await inSpan(
-          "POST",
-          {
-            kind: SpanKind.CLIENT,
-            // Never the receiver's path or query (they may carry the owner's own secrets), nor a header.
-            attributes: {
-              "http.request.method": "POST",
-              "botdir.delivery_id": deliveryId,
-              "botdir.bot_id": target.botId,
-              "botdir.attempt": attemptNumber,
-            },
-          },
-          async (span) => {
-            // X-Webhook-Trace: the trace of this span (the delivery's), or none without ids.
-            const sent = await send(traceIdOfSpan(span));
-            if (sent.statusCode !== null) span.setAttribute("http.response.status_code", sent.statusCode);
-            if (sent.errorKind !== null) failSpan(span, sent.errorKind);
-            return sent;
-          },
+    const outcome = await inSpan(
+      "POST",
+      {
+        kind: SpanKind.CLIENT,
+        // Never the receiver's path or query (they may carry the owner's own secrets), nor a header.
+        attributes: {
+          "http.request.method": "POST",
+          "botdir.delivery_id": deliveryId,
+          "botdir.bot_id": target.botId,
+          "botdir.attempt": attemptNumber,
+        },
+      },
+      async (span) => {
+        // X-Webhook-Trace: the trace of this span (the delivery's), else the job's (no span made).
+        const sent = await deps.send(
+          buildDeliveryRequest(target, attemptedAt, traceIdOfSpan(span) ?? traceId),
         );
+        if (sent.statusCode !== null) span.setAttribute("http.response.status_code", sent.statusCode);
+        if (sent.errorKind !== null) failSpan(span, sent.errorKind);
+        return sent;
+      },
+    );
     onSent?.(outcome);
     const recordedAt = deps.clock.now();
-    const recordIt = () =>
-      recordDurably(
-        {
-          deliveryId,
-          botId: target.botId,
-          attemptNumber,
-          leaseUntil,
-          attemptedAt,
-          outcome,
-          now: recordedAt,
-          retryDelays: deps.retryDelays,
-        },
-        {
-          store,
-          db: deps.db,
-          clock: deps.clock,
-          onRetry: (failures, error, delayMs) =>
-            logger.warn(
-              {
-                deliveryId,
-                botId: target.botId,
-                attempt: attemptNumber,
-                failures,
-                delayMs,
-                err: describeError(error),
-              },
-              "recording the webhook attempt failed; retrying within the claim",
-            ),
-        },
-      );
-    const recorded = !exported
-      ? await recordIt()
-      : await inSpan("webhook.record", { attributes: { "botdir.delivery_id": deliveryId } }, recordIt);
+    const recorded = await inSpan(
+      "webhook.record",
+      { attributes: { "botdir.delivery_id": deliveryId } },
+      () =>
+        recordDurably(
+          {
+            deliveryId,
+            botId: target.botId,
+            attemptNumber,
+            leaseUntil,
+            attemptedAt,
+            outcome,
+            now: recordedAt,
+            retryDelays: deps.retryDelays,
+          },
+          {
+            store,
+            db: deps.db,
+            clock: deps.clock,
+            onRetry: (failures, error, delayMs) =>
+              logger.warn(
+                {
+                  deliveryId,
+                  botId: target.botId,
+                  attempt: attemptNumber,
+                  failures,
+                  delayMs,
+                  err: describeError(error),
+                },
+                "recording the webhook attempt failed; retrying within the claim",
+              ),
+          },
+        ),
+    );
     deps.metrics?.attempt({
       outcome: recorded.kind,
       attemptNumber,

@@ -27,7 +27,6 @@ import {
   newTraceparent,
   SpanKind,
   storedTraceLogFields,
-  tracesExported,
 } from "@botdir/service-kit";
 import type { DeliveryQueue } from "../outbox/queue.js";
 
@@ -190,21 +189,18 @@ export function createVotes(deps: VotesDeps) {
       const deliveryId = newDeliveryId();
       // The statement is shared by the votes of one turn (createBatcher): this span is this vote's
       // wait for it, with the statement's batch size.
-      const castIt = () => cast({ botId, userId, votedAt, deliveryId, traceparent });
-      const row = !tracesExported()
-        ? await castIt()
-        : await inSpan(
-            "pg.cast_vote",
-            {
-              kind: SpanKind.CLIENT,
-              attributes: {
-                "db.system.name": "postgresql",
-                "db.operation.name": "cast_vote",
-                "botdir.bot_id": botId,
-              },
-            },
-            castIt,
-          );
+      const row = await inSpan(
+        "pg.cast_vote",
+        {
+          kind: SpanKind.CLIENT,
+          attributes: {
+            "db.system.name": "postgresql",
+            "db.operation.name": "cast_vote",
+            "botdir.bot_id": botId,
+          },
+        },
+        () => cast({ botId, userId, votedAt, deliveryId, traceparent }),
+      );
       if (!row.bot_found) throw new ApiError("not_found", MESSAGES.botNotFound);
 
       if (row.vote_id === null) {
