@@ -81,25 +81,39 @@ export function requestLog(logger: Logger, metrics?: HttpMetrics): RequestHandle
  * route template when the answer is sent (`GET /api/v1/bots/:id/check`), as the metrics' route
  * label. Where spans are exported it is active for everything the request runs. Where nothing is
  * exported no context is entered (as the dispatcher enters none per job, where one cost ≈ 4 % of
- * its CPU, docs/performance.md): the request's context is kept in `res.locals.trace` for the
- * routes that read the request's trace (requestTrace), and its log line carries its ids.
+ * its CPU, docs/performance.md) and the span (ids only) is made when something reads it: a route
+ * that reads the request's trace (requestTrace, requestTraceparent), the request's log line, a 5xx
+ * line. A `/check` at the default log level makes none.
  */
 export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHandler {
   const finished = onFinished(logger, metrics);
   return (req, res, next) => {
     const start = process.hrtime.bigint();
     assignRequestId(req, res);
-    const [span, ctx] = startServerSpan(req);
-    res.locals.trace = ctx;
-    finished(req, res, start, span);
-    if (tracesExported()) context.with(ctx, next);
-    else next();
+    if (tracesExported()) {
+      const [span, ctx] = startServerSpan(req);
+      res.locals.trace = ctx;
+      finished(req, res, start, span);
+      context.with(ctx, next);
+    } else {
+      res.locals.trace = null; // made on demand by requestTrace
+      finished(req, res, start);
+      next();
+    }
   };
 }
 
-/** The request's context (its server span), as requestContext keeps it; undefined before it ran. */
+/**
+ * The request's context (its server span), as requestContext keeps it or, where nothing is
+ * exported, makes it on first read (the same ids for every later read); undefined for a request
+ * requestContext did not see.
+ */
 export function requestTrace(res: Response): Context | undefined {
-  return res.locals.trace as Context | undefined;
+  const kept = res.locals.trace as Context | null | undefined;
+  if (kept !== null) return kept;
+  const ctx = startServerSpan(res.req)[1];
+  res.locals.trace = ctx;
+  return ctx;
 }
 
 /** The request's server span (requestTrace), else the active span. */
@@ -203,7 +217,10 @@ function onFinished(logger: Logger, metrics?: HttpMetrics) {
         return;
       }
       if (span) endServerSpan(span, req.method, route, res.statusCode);
-      report(req.method, req.originalUrl, route, res.statusCode, res.locals.reqId, start, span);
+      // Tracing off (requestContext): the line's ids are made here, only when the line is written.
+      const lazy = res.locals.trace !== undefined && logger.isLevelEnabled?.("info") !== false;
+      const lineSpan = span ?? (lazy ? requestSpan(res) : undefined);
+      report(req.method, req.originalUrl, route, res.statusCode, res.locals.reqId, start, lineSpan);
     });
   };
 }

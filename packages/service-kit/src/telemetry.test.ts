@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { propagation, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import express from "express";
 import { pino } from "pino";
-import { loggerOptions, requestContext, requestTrace, requestTraceparent } from "./http.js";
+import { errorHandler, loggerOptions, requestContext, requestTrace, requestTraceparent } from "./http.js";
 import {
   activeTraceId,
   contextOf,
@@ -115,6 +115,42 @@ describe("requestContext and the log mixin", () => {
     logger.info({}, "outside");
     const line = await logged("outside");
     expect(line.trace_id).toBeUndefined();
+  });
+});
+
+describe("requestContext with tracing off, below the info level", () => {
+  it("when nothing reads a request's trace, then its server span is never made; the 5xx line makes it, in the incoming trace", async () => {
+    const lines: Record<string, unknown>[] = [];
+    const stream = { write: (line: string) => void lines.push(JSON.parse(line)) };
+    const logger = pino(loggerOptions("test", "warn", { nodeEnv: "production", tty: false }), stream);
+    const kept: unknown[] = [];
+    const app = express();
+    app.use(requestContext(logger));
+    app.get("/quiet", (_req, res) => {
+      // Runs after requestContext's own finish listener: what it left in res.locals.
+      res.on("finish", () => kept.push(res.locals.trace));
+      res.json({ ok: true });
+    });
+    app.get("/broken", () => {
+      throw new Error("broken");
+    });
+    app.use(errorHandler(logger));
+    const server = createServer(app);
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      expect(
+        (await fetch(`http://127.0.0.1:${port}/quiet`, { headers: { traceparent: INCOMING } })).status,
+      ).toBe(200);
+      await waitFor(() => kept.length === 1, "the quiet request's finish");
+      expect(kept[0]).toBeNull();
+      await fetch(`http://127.0.0.1:${port}/broken`, { headers: { traceparent: INCOMING } });
+      const failed = await waitFor(() => lines.find((l) => l.msg === "request failed"), "the 5xx line");
+      expect(failed.trace_id).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+      expect(lines.find((l) => l.msg === "request")).toBeUndefined();
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });
 
