@@ -121,6 +121,15 @@ async function seed(url: string, receiver: Receiver, encryptionKey: string): Pro
   return { tokens, webhookBots, mixBots, hostileBots, hostileHealthy, statsBots, history };
 }
 
+/** An API and a vote-ingest started together (Stack's `traced`, `untraced`, `base`). */
+export interface AppPair {
+  apiUrl: string;
+  apiMetricsUrl: string;
+  apiPid: () => number | undefined;
+  ingestUrl: string;
+  ingestPid: () => number | undefined;
+}
+
 export interface Stack {
   dbName: string;
   dbUrl: string;
@@ -146,26 +155,18 @@ export interface Stack {
   apiUnnamedMetricsUrl: string;
   apiUnnamedPid: () => number | undefined;
   /**
-   * The same API and vote-ingest with tracing on: every span sampled (OTEL_TRACES_SAMPLER=always_on)
-   * and exported to `otlp` (src/otlp-sink.ts). The rows "(tracing on ÷ off)" run them against the
-   * API and vote-ingest above (tracing off: ids made, nothing recorded or exported).
+   * Pairs of an API and a vote-ingest started alike, after the apps above, for the rows comparing
+   * two builds or settings of one app (a pair's processes have served nothing else, so neither
+   * side carries the other rows' heap): `traced`, tracing on, every span sampled
+   * (OTEL_TRACES_SAMPLER=always_on) and exported to `otlp` (src/otlp-sink.ts), and `untraced`, the
+   * same build with tracing off (ids made, nothing recorded or exported), for the rows "(tracing on
+   * ÷ off)"; with BENCH_BASE_APPS=<dir> (`api/main.js` and `vote-ingest/main.js` in it: bundles of
+   * another commit, e.g. the code before a change) `base`, tracing off, for the rows "(this build ÷
+   * base)" against `untraced`.
    */
-  apiTracedUrl: string;
-  apiTracedMetricsUrl: string;
-  apiTracedPid: () => number | undefined;
-  ingestTracedUrl: string;
-  ingestTracedPid: () => number | undefined;
-  /**
-   * BENCH_BASE_APPS=<dir> (`api/main.js` and `vote-ingest/main.js` in it: bundles of another
-   * commit, e.g. the code before a change): that API and vote-ingest, tracing off as the usual
-   * ones, which the rows "(this build ÷ base)" alternate with. Absent without BENCH_BASE_APPS.
-   */
-  base?: {
-    apiUrl: string;
-    apiPid: () => number | undefined;
-    ingestUrl: string;
-    ingestPid: () => number | undefined;
-  };
+  traced: AppPair;
+  untraced: AppPair;
+  base?: AppPair;
   /** The OTLP receiver of the traced apps (and of a dispatcher given `tracingEnv`). */
   otlp: OtlpSink;
   /** The environment that turns tracing on (100 % sampled, exported to `otlp`). */
@@ -335,7 +336,7 @@ export async function startStack(): Promise<Stack> {
       from: { api: string; ingest: string },
       extraEnv: Record<string, string>,
       args: (name: string) => string[],
-    ) => {
+    ): Promise<AppPair> => {
       const [apiPairPort, apiPairMetricsPort, ingestPairPort] = await Promise.all([
         freePort(),
         freePort(),
@@ -369,9 +370,10 @@ export async function startStack(): Promise<Stack> {
       };
     };
     const traced = await startPair("traced", entries, tracingEnv, profileArgs);
-    // BENCH_BASE_APPS: another commit's API and vote-ingest, tracing off as the usual ones.
+    const untraced = await startPair("untraced", entries, {}, () => nodeArgs);
+    // BENCH_BASE_APPS: another commit's API and vote-ingest, tracing off as `untraced`.
     const baseDir = process.env.BENCH_BASE_APPS;
-    const base: Stack["base"] = baseDir
+    const base: AppPair | undefined = baseDir
       ? await startPair(
           "base",
           { api: path.resolve(baseDir, "api/main.js"), ingest: path.resolve(baseDir, "vote-ingest/main.js") },
@@ -476,11 +478,8 @@ export async function startStack(): Promise<Stack> {
       apiUnnamedUrl: `http://127.0.0.1:${apiUnnamedPort}`,
       apiUnnamedMetricsUrl: `http://127.0.0.1:${apiUnnamedMetricsPort}/metrics`,
       apiUnnamedPid: () => apiUnnamed.child.pid,
-      apiTracedUrl: traced.apiUrl,
-      apiTracedMetricsUrl: traced.apiMetricsUrl,
-      apiTracedPid: traced.apiPid,
-      ingestTracedUrl: traced.ingestUrl,
-      ingestTracedPid: traced.ingestPid,
+      traced,
+      untraced,
       ...(base ? { base } : {}),
       otlp,
       tracingEnv,

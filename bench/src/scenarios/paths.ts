@@ -104,12 +104,12 @@ export async function hotPaths(
     },
   });
   /**
-   * `io`: the floor with its I/O; `untraced`: the same app with tracing off (rows "tracing on ÷
-   * off"); `base`: the same app built from BENCH_BASE_APPS (rows "this build ÷ base").
+   * `floor`: what `ours` is divided by (default the floor; the floor with its I/O; or, for the rows
+   * comparing two builds or settings of one app, the other app of a Stack pair: `pair` set).
    */
   const paths: Record<
     string,
-    { method: Method; ours: string; floor?: "io" | "untraced" | "base"; build: Build }
+    { method: Method; ours: string; floor?: string; pair?: boolean; build: Build }
   > = {
     "GET /check": ownBot("GET", (i) => `/check?userId=${userId(1 + (i % 2))}`),
     "POST /stats": {
@@ -160,28 +160,62 @@ export async function hotPaths(
   // one Redis round trip and one PostgreSQL statement per batch, nothing else.
   for (const name of ["GET /check", "POST /stats"]) {
     const named = paths[name];
-    if (named) paths[`${name} vs the floor with its I/O`] = { ...named, floor: "io" };
+    if (named) paths[`${name} vs the floor with its I/O`] = { ...named, floor: stack.ioFloorUrl };
   }
 
   // Tracing on (every span sampled and exported, src/otlp-sink.ts) ÷ off, the same app in turn:
   // what tracing costs /check and casting a vote (its own user ids, beyond the durability check's).
   const check = paths["GET /check"];
-  if (check)
-    paths["GET /check (tracing on ÷ off)"] = { ...check, ours: stack.apiTracedUrl, floor: "untraced" };
+  const { traced, untraced, base } = stack;
+  if (check) {
+    paths["GET /check (tracing on ÷ off)"] = {
+      ...check,
+      ours: traced.apiUrl,
+      floor: untraced.apiUrl,
+      pair: true,
+    };
+  }
   paths["POST /internal/v1/votes (tracing on ÷ off)"] = {
-    ...casting(stack.ingestTracedUrl, 5000000000000000000n),
-    floor: "untraced",
+    ...casting(traced.ingestUrl, 5000000000000000000n),
+    floor: untraced.ingestUrl,
+    pair: true,
   };
 
   // This build ÷ the apps of BENCH_BASE_APPS (e.g. the code before traces), tracing off in both,
   // the two in turn: what a change costs /check and casting a vote (their own user ids).
-  if (stack.base) {
-    if (check) paths["GET /check (this build ÷ base)"] = { ...check, floor: "base" };
+  if (base) {
+    if (check) {
+      paths["GET /check (this build ÷ base)"] = {
+        ...check,
+        ours: untraced.apiUrl,
+        floor: base.apiUrl,
+        pair: true,
+      };
+    }
     paths["POST /internal/v1/votes (this build ÷ base)"] = {
-      ...casting(stack.ingestUrl, 6000000000000000000n),
-      floor: "base",
+      ...casting(untraced.ingestUrl, 6000000000000000000n),
+      floor: base.ingestUrl,
+      pair: true,
     };
   }
+
+  /** Every server a row loads, by URL: its process and its /metrics. */
+  const servers = new Map<string, { pid: () => number | undefined; metricsUrl: string }>([
+    [stack.floorUrl, { pid: stack.floorPid, metricsUrl: "" }],
+    [stack.ioFloorUrl, { pid: stack.ioFloorPid, metricsUrl: "" }],
+    [stack.apiUrl, { pid: stack.apiPid, metricsUrl: stack.apiMetricsUrl }],
+    [stack.apiUnnamedUrl, { pid: stack.apiUnnamedPid, metricsUrl: stack.apiUnnamedMetricsUrl }],
+    [stack.ingestUrl, { pid: stack.ingestPid, metricsUrl: `${stack.ingestUrl}/metrics` }],
+    ...[traced, untraced, ...(base ? [base] : [])].flatMap((pair) => [
+      [pair.apiUrl, { pid: pair.apiPid, metricsUrl: pair.apiMetricsUrl }] as const,
+      [pair.ingestUrl, { pid: pair.ingestPid, metricsUrl: `${pair.ingestUrl}/metrics` }] as const,
+    ]),
+  ]);
+  const serverOf = (url: string) => {
+    const server = servers.get(url);
+    if (!server) throw new Error(`the bench does not know the server at ${url}`);
+    return server;
+  };
 
   const cpuOf = (serverPid: number | undefined) => ({
     server: cpuSeconds(serverPid),
@@ -218,40 +252,10 @@ export async function hotPaths(
   for (const [name, spec] of Object.entries(paths)) {
     // BENCH_ONLY="check,stats" runs only the paths whose name contains one of the words.
     if (only && !only.some((w) => name.toLowerCase().includes(w))) continue;
-    const ofIngest = spec.ours === stack.ingestUrl || spec.ours === stack.ingestTracedUrl;
-    const unnamed = spec.ours === stack.apiUnnamedUrl;
-    const serverPid =
-      spec.ours === stack.ingestTracedUrl
-        ? stack.ingestTracedPid()
-        : spec.ours === stack.apiTracedUrl
-          ? stack.apiTracedPid()
-          : ofIngest
-            ? stack.ingestPid()
-            : unnamed
-              ? stack.apiUnnamedPid()
-              : stack.apiPid();
-    const [floorUrl, floorPid] =
-      spec.floor === "io"
-        ? [stack.ioFloorUrl, stack.ioFloorPid()]
-        : spec.floor === "untraced"
-          ? ofIngest
-            ? [stack.ingestUrl, stack.ingestPid()]
-            : [stack.apiUrl, stack.apiPid()]
-          : spec.floor === "base" && stack.base
-            ? ofIngest
-              ? [stack.base.ingestUrl, stack.base.ingestPid()]
-              : [stack.base.apiUrl, stack.base.apiPid()]
-            : [stack.floorUrl, stack.floorPid()];
-    const metricsUrl =
-      spec.ours === stack.ingestTracedUrl
-        ? `${stack.ingestTracedUrl}/metrics`
-        : spec.ours === stack.apiTracedUrl
-          ? stack.apiTracedMetricsUrl
-          : ofIngest
-            ? `${stack.ingestUrl}/metrics`
-            : unnamed
-              ? stack.apiUnnamedMetricsUrl
-              : stack.apiMetricsUrl;
+    const serverPid = serverOf(spec.ours).pid();
+    const floorUrl = spec.floor ?? stack.floorUrl;
+    const floorPid = serverOf(floorUrl).pid();
+    const { metricsUrl } = serverOf(spec.ours);
     const batchesBefore = await batchCounters(metricsUrl);
     const floorRuns: LoadResult[] = [];
     const floorCpu: CpuShare[] = [];
@@ -261,9 +265,23 @@ export async function hotPaths(
     // Two builds of the same app (rows "tracing on ÷ off", "this build ÷ base") take turns at going
     // first: the second of a pair runs on what the first left (caches, the vote log grown by the
     // cast) and was measured ≈ 5 % dearer in CPU per request than the same build going first.
-    const turns = spec.floor === "untraced" || spec.floor === "base";
+    const turns = spec.pair === true;
+    // BENCH_PAIR_TOGETHER=1: those two builds are loaded at once instead, each by its own load
+    // generator with all the connections, so both run through the same moments of the machine's
+    // load; each one's CPU per request is its own process's over its own requests (PostgreSQL's,
+    // Redis's and the load generator's shares then cover both and are not per build).
+    const together = turns && process.env.BENCH_PAIR_TOGETHER === "1";
     for (let i = 0; i < settings.rounds; i++) {
-      if (spec.floor === "io") bareRuns.push(await round(stack.floorUrl, spec));
+      if (together) {
+        const before = [cpuOf(serverPid), cpuOf(floorPid)] as const;
+        const [r, fr] = await Promise.all([round(spec.ours, spec), round(floorUrl, spec)]);
+        ourRuns.push(r);
+        ourCpu.push(perRequest(before[0], cpuOf(serverPid), r.total));
+        floorRuns.push(fr);
+        floorCpu.push(perRequest(before[1], cpuOf(floorPid), fr.total));
+        continue;
+      }
+      if (floorUrl === stack.ioFloorUrl) bareRuns.push(await round(stack.floorUrl, spec));
       const ours = async () => {
         const before = cpuOf(serverPid);
         const r = await round(spec.ours, spec);
