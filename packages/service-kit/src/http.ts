@@ -15,13 +15,24 @@ import {
   propagation,
   ROOT_CONTEXT,
   type Span,
+  type SpanContext,
   SpanKind,
   SpanStatusCode,
   trace,
 } from "@opentelemetry/api";
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from "express";
 import { type HttpMetrics, routeLabel } from "./metrics.js";
-import { spanLogFields, startSpan, traceLogFields, traceparentOf, tracesExported } from "./telemetry.js";
+import {
+  idsLogFields,
+  mergeTraceFields,
+  NO_TRACE_FIELDS,
+  spanLogFields,
+  startSpan,
+  traceLogFields,
+  traceparentOf,
+  tracesExported,
+  unrecordedServerIds,
+} from "./telemetry.js";
 
 /** The subset of pino the apps use; tests can pass a capturing fake. */
 export interface Logger {
@@ -82,8 +93,9 @@ export function requestLog(logger: Logger, metrics?: HttpMetrics): RequestHandle
  * label. Where spans are exported it is active for everything the request runs. Where nothing is
  * exported no context is entered (as the dispatcher enters none per job, where one cost ≈ 4 % of
  * its CPU, docs/performance.md) and the span (ids only) is made when something reads it: a route
- * that reads the request's trace (requestTrace, requestTraceparent), the request's log line, a 5xx
- * line. A `/check` at the default log level makes none.
+ * that reads the request's trace (requestTrace, requestTraceparent) or a 5xx line. The request's
+ * line (LOG_LEVEL info) then has that span's ids; a request whose trace nothing read has a line
+ * with new ids (the incoming `traceparent`'s trace id when it has one) and no span at all.
  */
 export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHandler {
   const finished = onFinished(logger, metrics);
@@ -96,7 +108,7 @@ export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHa
       finished(req, res, start, span);
       context.with(ctx, next);
     } else {
-      res.locals.trace = null; // made on demand by requestTrace
+      res.locals.trace = null; // its ids are made on first read (requestIds)
       finished(req, res, start);
       next();
     }
@@ -104,26 +116,38 @@ export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHa
 }
 
 /**
- * The request's context (its server span), as requestContext keeps it or, where nothing is
- * exported, makes it on first read (the same ids for every later read); undefined for a request
- * requestContext did not see.
+ * Where nothing is exported (requestContext kept no context): the ids of the request's server
+ * span, made on first read and the same for every later one (unrecordedServerIds).
+ */
+function requestIds(res: Response): SpanContext | undefined {
+  const kept = res.locals.traceIds as SpanContext | undefined;
+  if (kept) return kept;
+  const ids = unrecordedServerIds(res.req.headers.traceparent);
+  res.locals.traceIds = ids;
+  return ids;
+}
+
+/**
+ * The request's context (its server span): as requestContext keeps it where spans are exported;
+ * else a context of the span's ids (requestIds); undefined for a request requestContext did not see.
  */
 export function requestTrace(res: Response): Context | undefined {
   const kept = res.locals.trace as Context | null | undefined;
   if (kept !== null) return kept;
-  const ctx = startServerSpan(res.req)[1];
-  res.locals.trace = ctx;
-  return ctx;
+  const ids = requestIds(res);
+  return ids ? trace.setSpan(ROOT_CONTEXT, trace.wrapSpanContext(ids)) : undefined;
 }
 
-/** The request's server span (requestTrace), else the active span. */
-function requestSpan(res: Response): Span | undefined {
-  return trace.getSpan(requestTrace(res) ?? context.active());
+/** The ids of the request's server span (requestTrace), else of the active span. */
+function requestSpanContext(res: Response): SpanContext | undefined {
+  const kept = res.locals.trace as Context | null | undefined;
+  if (kept === null) return requestIds(res);
+  return trace.getSpan(kept ?? context.active())?.spanContext();
 }
 
 /** The `traceparent` of the request's server span (requestTrace), else of the active span, else null. */
 export function requestTraceparent(res: Response): string | null {
-  return traceparentOf(requestSpan(res)?.spanContext());
+  return traceparentOf(requestSpanContext(res));
 }
 
 /** The server span of a request, continuing its `traceparent` header when it has a valid one. */
@@ -160,10 +184,14 @@ export function earlyRequestContext(
   const report = reporter(logger, metrics);
   return (req, res, route, start = process.hrtime.bigint()) => {
     const reqId = setRequestId(req, res);
-    const [span] = startServerSpan(req);
+    // As requestContext: where nothing is exported the span (ids only) is made for the log line.
+    const span = tracesExported() ? startServerSpan(req)[0] : undefined;
     res.on("finish", () => {
-      endServerSpan(span, req.method ?? "GET", route, res.statusCode);
-      report(req.method ?? "GET", req.url ?? "/", route, res.statusCode, reqId, start, span);
+      if (span) endServerSpan(span, req.method ?? "GET", route, res.statusCode);
+      const fields = span
+        ? () => spanLogFields(span)
+        : () => idsLogFields(unrecordedServerIds(req.headers.traceparent));
+      report(req.method ?? "GET", req.url ?? "/", route, res.statusCode, reqId, start, fields);
     });
   };
 }
@@ -177,18 +205,18 @@ function reporter(logger: Logger, metrics?: HttpMetrics) {
     status: number,
     reqId: unknown,
     start: bigint,
-    span?: Span,
+    traceFields: () => Record<string, string>,
   ) => {
     try {
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
       metrics?.observe(route, method, status, seconds);
-      // pino's disabled levels are no-ops; skip building the line too (the benchmark runs at warn).
+      // pino's disabled levels are no-ops; skip building the line too (LOG_LEVEL=warn).
       if (logger.isLevelEnabled?.("info") === false) return;
       const q = url.indexOf("?");
       // The request's log line joins its trace (trace_id, span_id: its server span's).
       logger.info(
         {
-          ...spanLogFields(span),
+          ...traceFields(),
           reqId,
           method,
           route,
@@ -217,10 +245,13 @@ function onFinished(logger: Logger, metrics?: HttpMetrics) {
         return;
       }
       if (span) endServerSpan(span, req.method, route, res.statusCode);
-      // Tracing off (requestContext): the line's ids are made here, only when the line is written.
-      const lazy = res.locals.trace !== undefined && logger.isLevelEnabled?.("info") !== false;
-      const lineSpan = span ?? (lazy ? requestSpan(res) : undefined);
-      report(req.method, req.originalUrl, route, res.statusCode, res.locals.reqId, start, lineSpan);
+      // Tracing off (requestContext): the line's ids are made when the line is written.
+      const fields = span
+        ? () => spanLogFields(span)
+        : res.locals.trace === undefined
+          ? () => NO_TRACE_FIELDS
+          : () => idsLogFields(requestIds(res));
+      report(req.method, req.originalUrl, route, res.statusCode, res.locals.reqId, start, fields);
     });
   };
 }
@@ -275,7 +306,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (apiError.status >= 500) {
       logger.error(
         {
-          ...spanLogFields(requestSpan(res)),
+          ...idsLogFields(requestSpanContext(res)),
           reqId: res.locals.reqId,
           method: req.method,
           path: req.path,
@@ -426,7 +457,13 @@ export interface LogOutput {
  */
 export function loggerOptions(name: string, level: string, output: LogOutput = {}) {
   // mixin: `trace_id` and `span_id` on every line written inside a span (docs/tracing.md).
-  const options = { name, level, mixin: traceLogFields, formatters: { log: redactSecrets } };
+  const options = {
+    name,
+    level,
+    mixin: traceLogFields,
+    mixinMergeStrategy: mergeTraceFields,
+    formatters: { log: redactSecrets },
+  };
   const nodeEnv = output.nodeEnv ?? process.env.NODE_ENV;
   const tty = output.tty ?? process.stdout.isTTY === true;
   if (nodeEnv === "production" || !tty || !prettyAvailable()) return options;

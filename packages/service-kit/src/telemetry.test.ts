@@ -3,7 +3,14 @@ import type { AddressInfo } from "node:net";
 import { propagation, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import express from "express";
 import { pino } from "pino";
-import { errorHandler, loggerOptions, requestContext, requestTrace, requestTraceparent } from "./http.js";
+import {
+  earlyRequestContext,
+  errorHandler,
+  loggerOptions,
+  requestContext,
+  requestTrace,
+  requestTraceparent,
+} from "./http.js";
 import {
   activeTraceId,
   contextOf,
@@ -82,6 +89,9 @@ describe("requestContext and the log mixin", () => {
       });
       res.json({ ok: true });
     });
+    app.get("/quiet", (_req, res) => {
+      res.json({ ok: true });
+    });
     server = createServer(app);
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     port = (server.address() as AddressInfo).port;
@@ -102,6 +112,21 @@ describe("requestContext and the log mixin", () => {
     // The request line names the request's server span, as the lines in its context.
     expect(request.span_id).toBe(inside.span_id);
     expect(request.route).toBe("/things/:id");
+  });
+
+  it("when nothing reads a request's trace, then its line still has ids: the incoming trace's, else a new one's", async () => {
+    await fetch(`http://127.0.0.1:${port}/quiet`, {
+      headers: { traceparent: INCOMING, "x-request-id": "quiet-1" },
+    });
+    await fetch(`http://127.0.0.1:${port}/quiet`, { headers: { "x-request-id": "quiet-2" } });
+    const continued = await waitFor(() => lines.find((l) => l.reqId === "quiet-1"), "the first quiet line");
+    const started = await waitFor(() => lines.find((l) => l.reqId === "quiet-2"), "the second quiet line");
+    expect(continued.trace_id).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+    expect(continued.span_id).toMatch(/^[0-9a-f]{16}$/);
+    expect(continued.span_id).not.toBe("00f067aa0ba902b7");
+    expect(started.trace_id).toMatch(/^[0-9a-f]{32}$/);
+    expect(started.trace_id).not.toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+    expect(started.span_id).toMatch(/^[0-9a-f]{16}$/);
   });
 
   it("when a request carries none, then it gets a new trace of its own", async () => {
@@ -148,6 +173,31 @@ describe("requestContext with tracing off, below the info level", () => {
       const failed = await waitFor(() => lines.find((l) => l.msg === "request failed"), "the 5xx line");
       expect(failed.trace_id).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
       expect(lines.find((l) => l.msg === "request")).toBeUndefined();
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});
+
+describe("earlyRequestContext with tracing off", () => {
+  it("when a request is refused before Express, then its request line still carries the incoming trace", async () => {
+    const lines: Record<string, unknown>[] = [];
+    const stream = { write: (line: string) => void lines.push(JSON.parse(line)) };
+    const logger = pino(loggerOptions("test", "info", { nodeEnv: "production", tty: false }), stream);
+    const early = earlyRequestContext(logger);
+    const server = createServer((req, res) => {
+      early(req, res, "/api/v1/bots/:id/check");
+      res.statusCode = 401;
+      res.end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      await fetch(`http://127.0.0.1:${port}/api/v1/bots/1/check`, { headers: { traceparent: INCOMING } });
+      const line = await waitFor(() => lines.find((l) => l.msg === "request"), "the request line");
+      expect(line).toMatchObject({ trace_id: "4bf92f3577b34da6a3ce929d0e0e4736", status: 401 });
+      expect(line.span_id).toMatch(/^[0-9a-f]{16}$/);
+      expect(line.span_id).not.toBe("00f067aa0ba902b7");
     } finally {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }

@@ -303,6 +303,23 @@ export function startSpan(name: string, options: SpanOptions, parent: Context): 
   return tracer().startSpan(name, options, parent);
 }
 
+/**
+ * The ids of a request's server span where nothing is exported, without a span or a context object
+ * (requestContext makes them when something reads them): in the trace of the request's
+ * `traceparent` when it has a valid one (read as the W3C propagator reads it), else of a new trace.
+ * Undefined in a process without startTelemetry, whose spans have no ids.
+ */
+export function unrecordedServerIds(traceparent: string | string[] | undefined): SpanContext | undefined {
+  if (!idsOnly) return undefined;
+  const parent =
+    traceparent === undefined
+      ? undefined
+      : ((typeof traceparent === "string" ? spanContextOf(traceparent) : undefined) ??
+        trace.getSpanContext(propagation.extract(ROOT_CONTEXT, { traceparent })));
+  const traceId = parent && parent.traceId !== INVALID_TRACE ? parent.traceId : idGenerator.generateTraceId();
+  return { traceId, spanId: idGenerator.generateSpanId(), traceFlags: TraceFlags.NONE };
+}
+
 /** The ids of a span that is not recorded: in `parent`'s trace when it has a valid one, else a new trace. */
 function unrecordedChildOf(parent: Span | undefined, root: boolean): SpanContext {
   const ids = root ? undefined : parent?.spanContext();
@@ -367,8 +384,25 @@ export function inContext<T>(ctx: Context | undefined, fn: () => T): T {
 /** `trace_id` and `span_id` of `span` for a log line (nothing for a span without ids). */
 export function spanLogFields(span: Span | undefined): Record<string, string> {
   const ids = span?.spanContext();
-  if (!ids || ids.traceId === INVALID_TRACE) return {};
+  if (!ids || ids.traceId === INVALID_TRACE) return NO_TRACE_FIELDS;
   return { trace_id: ids.traceId, span_id: ids.spanId };
+}
+
+/** What spanLogFields gives for no span: one shared object, never written to (see loggerOptions). */
+export const NO_TRACE_FIELDS: Readonly<Record<string, string>> = Object.freeze({});
+
+/**
+ * pino's `mixinMergeStrategy` for traceLogFields: a line outside any span (NO_TRACE_FIELDS) is
+ * written as it is, with no object made to merge nothing into (pino's default assigns the line's
+ * fields onto the mixin's object, one per line).
+ */
+export function mergeTraceFields(line: object, fields: object): object {
+  return fields === NO_TRACE_FIELDS ? line : Object.assign(fields, line);
+}
+
+/** `trace_id` and `span_id` of span ids (unrecordedServerIds), for a log line; none for no ids. */
+export function idsLogFields(ids: SpanContext | undefined): Readonly<Record<string, string>> {
+  return ids ? { trace_id: ids.traceId, span_id: ids.spanId } : NO_TRACE_FIELDS;
 }
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
