@@ -93,9 +93,9 @@ export function requestLog(logger: Logger, metrics?: HttpMetrics): RequestHandle
  * label. Where spans are exported it is active for everything the request runs. Where nothing is
  * exported no context is entered (as the dispatcher enters none per job, where one cost ≈ 4 % of
  * its CPU, docs/performance.md) and the span (ids only) is made when something reads it: a route
- * that reads the request's trace (requestTrace, requestTraceparent) or a 5xx line. The request's
- * line (LOG_LEVEL info) then has that span's ids; a request whose trace nothing read has a line
- * with new ids (the incoming `traceparent`'s trace id when it has one) and no span at all.
+ * that reads the request's trace (requestTrace, requestTraceparent) or a 5xx line, as two ids with
+ * no span or context object. The request's line (LOG_LEVEL info) carries them when they were made
+ * or the request came with a `traceparent` (unexportedLineFields).
  */
 export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHandler {
   const finished = onFinished(logger, metrics);
@@ -188,12 +188,28 @@ export function earlyRequestContext(
     const span = tracesExported() ? startServerSpan(req)[0] : undefined;
     res.on("finish", () => {
       if (span) endServerSpan(span, req.method ?? "GET", route, res.statusCode);
+      // As unexportedLineFields: ids where the caller sent a trace, none for a trace nothing keeps.
       const fields = span
         ? () => spanLogFields(span)
-        : () => idsLogFields(unrecordedServerIds(req.headers.traceparent));
+        : () =>
+            req.headers.traceparent === undefined
+              ? NO_TRACE_FIELDS
+              : idsLogFields(unrecordedServerIds(req.headers.traceparent));
       report(req.method ?? "GET", req.url ?? "/", route, res.statusCode, reqId, start, fields);
     });
   };
+}
+
+/**
+ * The trace fields of a request's line where nothing is exported: the ids of its server span when
+ * the request's trace is kept or known elsewhere (a route read it: a vote's delivery row, a
+ * redelivery, a test event; or the caller sent a `traceparent`, whose trace the line continues);
+ * none for a request whose trace exists nowhere else (a `/check`): no ids made, no bytes written.
+ */
+function unexportedLineFields(req: IncomingMessage, res: Response): Readonly<Record<string, string>> {
+  const made = res.locals.traceIds as SpanContext | undefined;
+  if (made) return idsLogFields(made);
+  return req.headers.traceparent === undefined ? NO_TRACE_FIELDS : idsLogFields(requestIds(res));
 }
 
 /** The log line and the metrics of one finished request; never throws. */
@@ -245,12 +261,11 @@ function onFinished(logger: Logger, metrics?: HttpMetrics) {
         return;
       }
       if (span) endServerSpan(span, req.method, route, res.statusCode);
-      // Tracing off (requestContext): the line's ids are made when the line is written.
       const fields = span
         ? () => spanLogFields(span)
         : res.locals.trace === undefined
           ? () => NO_TRACE_FIELDS
-          : () => idsLogFields(requestIds(res));
+          : () => unexportedLineFields(req, res);
       report(req.method, req.originalUrl, route, res.statusCode, res.locals.reqId, start, fields);
     });
   };
