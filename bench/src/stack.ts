@@ -128,6 +128,8 @@ export interface AppPair {
   apiPid: () => number | undefined;
   ingestUrl: string;
   ingestPid: () => number | undefined;
+  /** Stops both and starts them again, on the same ports, answering their health checks. */
+  restart(): Promise<void>;
 }
 
 export interface Stack {
@@ -342,31 +344,40 @@ export async function startStack(): Promise<Stack> {
         freePort(),
         freePort(),
       ]);
-      const pairApi = await startNode(
-        `api-${suffix}`,
-        from.api,
-        { ...env, ...extraEnv, API_PORT: String(apiPairPort), METRICS_PORT: String(apiPairMetricsPort) },
-        [],
-        args(`api-${suffix}`),
-      );
-      const pairIngest = await startNode(
-        `vote-ingest-${suffix}`,
-        from.ingest,
-        { ...env, ...extraEnv, INGEST_PORT: String(ingestPairPort) },
-        [],
-        args(`vote-ingest-${suffix}`),
-      );
-      procs.push(pairApi, pairIngest);
-      await Promise.all([
-        waitForHttp(`http://127.0.0.1:${apiPairPort}/api/health`),
-        waitForHttp(`http://127.0.0.1:${ingestPairPort}/health`),
-      ]);
+      let pairApi: Proc | undefined;
+      let pairIngest: Proc | undefined;
+      const start = async () => {
+        pairApi = await startNode(
+          `api-${suffix}`,
+          from.api,
+          { ...env, ...extraEnv, API_PORT: String(apiPairPort), METRICS_PORT: String(apiPairMetricsPort) },
+          [],
+          args(`api-${suffix}`),
+        );
+        pairIngest = await startNode(
+          `vote-ingest-${suffix}`,
+          from.ingest,
+          { ...env, ...extraEnv, INGEST_PORT: String(ingestPairPort) },
+          [],
+          args(`vote-ingest-${suffix}`),
+        );
+        procs.push(pairApi, pairIngest);
+        await Promise.all([
+          waitForHttp(`http://127.0.0.1:${apiPairPort}/api/health`),
+          waitForHttp(`http://127.0.0.1:${ingestPairPort}/health`),
+        ]);
+      };
+      await start();
       return {
         apiUrl: `http://127.0.0.1:${apiPairPort}`,
         apiMetricsUrl: `http://127.0.0.1:${apiPairMetricsPort}/metrics`,
-        apiPid: () => pairApi.child.pid,
+        apiPid: () => pairApi?.child.pid,
         ingestUrl: `http://127.0.0.1:${ingestPairPort}`,
-        ingestPid: () => pairIngest.child.pid,
+        ingestPid: () => pairIngest?.child.pid,
+        async restart() {
+          await Promise.all([pairApi?.stop(), pairIngest?.stop()]);
+          await start();
+        },
       };
     };
     const traced = await startPair("traced", entries, tracingEnv, profileArgs);

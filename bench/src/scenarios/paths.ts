@@ -10,7 +10,7 @@
 import { randomBytes } from "node:crypto";
 import { average, type LoadResult, load } from "../load.js";
 import { cpuSeconds, cpuSecondsBetween, metricSums, postgresCpu } from "../procs.js";
-import { BOTS, botId, log, type Stack, userId } from "../stack.js";
+import { type AppPair, BOTS, botId, log, type Stack, userId } from "../stack.js";
 
 /** CPU microseconds per request of each process taking part, measured around a round. */
 export type CpuShare = { server: number; postgres: number; redis: number; loadGenerator: number };
@@ -109,7 +109,7 @@ export async function hotPaths(
    */
   const paths: Record<
     string,
-    { method: Method; ours: string; floor?: string; pair?: boolean; build: Build }
+    { method: Method; ours: string; floor?: string; pair?: readonly AppPair[]; build: Build }
   > = {
     "GET /check": ownBot("GET", (i) => `/check?userId=${userId(1 + (i % 2))}`),
     "POST /stats": {
@@ -172,13 +172,13 @@ export async function hotPaths(
       ...check,
       ours: traced.apiUrl,
       floor: untraced.apiUrl,
-      pair: true,
+      pair: [traced, untraced],
     };
   }
   paths["POST /internal/v1/votes (tracing on ÷ off)"] = {
     ...casting(traced.ingestUrl, 5000000000000000000n),
     floor: untraced.ingestUrl,
-    pair: true,
+    pair: [traced, untraced],
   };
 
   // This build ÷ the apps of BENCH_BASE_APPS (e.g. the code before traces), tracing off in both,
@@ -189,13 +189,13 @@ export async function hotPaths(
         ...check,
         ours: untraced.apiUrl,
         floor: base.apiUrl,
-        pair: true,
+        pair: [untraced, base],
       };
     }
     paths["POST /internal/v1/votes (this build ÷ base)"] = {
       ...casting(untraced.ingestUrl, 6000000000000000000n),
       floor: base.ingestUrl,
-      pair: true,
+      pair: [untraced, base],
     };
   }
 
@@ -265,20 +265,34 @@ export async function hotPaths(
     // Two builds of the same app (rows "tracing on ÷ off", "this build ÷ base") take turns at going
     // first: the second of a pair runs on what the first left (caches, the vote log grown by the
     // cast) and was measured ≈ 5 % dearer in CPU per request than the same build going first.
-    const turns = spec.pair === true;
+    const turns = spec.pair !== undefined;
     // BENCH_PAIR_TOGETHER=1: those two builds are loaded at once instead, each by its own load
     // generator with all the connections, so both run through the same moments of the machine's
     // load; each one's CPU per request is its own process's over its own requests (PostgreSQL's,
-    // Redis's and the load generator's shares then cover both and are not per build).
+    // Redis's and the load generator's shares then cover both and are not per build). Each round
+    // runs on freshly started processes, warmed by a round of 2 s first: a process's CPU per
+    // request differs by a few % from one start to the next (code layout, JIT), which more rounds
+    // of the same processes cannot average out.
     const together = turns && process.env.BENCH_PAIR_TOGETHER === "1";
     for (let i = 0; i < settings.rounds; i++) {
       if (together) {
-        const before = [cpuOf(serverPid), cpuOf(floorPid)] as const;
+        await Promise.all((spec.pair ?? []).map((pair) => pair.restart()));
+        const [oursPid, otherPid] = [serverOf(spec.ours).pid(), serverOf(floorUrl).pid()];
+        const warm = (url: string) =>
+          load({
+            url,
+            method: spec.method,
+            durationS: 2,
+            connections: settings.connections,
+            request: spec.build,
+          });
+        await Promise.all([warm(spec.ours), warm(floorUrl)]);
+        const before = [cpuOf(oursPid), cpuOf(otherPid)] as const;
         const [r, fr] = await Promise.all([round(spec.ours, spec), round(floorUrl, spec)]);
         ourRuns.push(r);
-        ourCpu.push(perRequest(before[0], cpuOf(serverPid), r.total));
+        ourCpu.push(perRequest(before[0], cpuOf(oursPid), r.total));
         floorRuns.push(fr);
-        floorCpu.push(perRequest(before[1], cpuOf(floorPid), fr.total));
+        floorCpu.push(perRequest(before[1], cpuOf(otherPid), fr.total));
         continue;
       }
       if (floorUrl === stack.ioFloorUrl) bareRuns.push(await round(stack.floorUrl, spec));
@@ -319,8 +333,9 @@ export async function hotPaths(
       );
     }
     const batchesAfter = await batchCounters(metricsUrl);
+    // (Processes restarted between rounds start their counters again: no figure then.)
     const batchSize =
-      batchesAfter.statements > batchesBefore.statements
+      !together && batchesAfter.statements > batchesBefore.statements
         ? Math.round(
             ((batchesAfter.requests - batchesBefore.requests) /
               (batchesAfter.statements - batchesBefore.statements)) *
