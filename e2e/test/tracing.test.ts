@@ -401,7 +401,11 @@ describe("traces on the shared stores", () => {
     // The job the dispatcher ran is botctl's, or the relay's when its tick saw the due row first
     // (botctl's add is then deduplicated by the job id): either hand-off continues the context
     // the redelivery stored on the row, so it is a child of botctl's redelivery span.
-    const publish = await spanOf(newTrace, "the hand-off the dispatcher ran", (s) => s.spanId === consumer.parentSpanId);
+    const publish = await spanOf(
+      newTrace,
+      "the hand-off the dispatcher ran",
+      (s) => s.spanId === consumer.parentSpanId,
+    );
     expect(publish).toMatchObject({ name: "webhook-deliveries publish", kind: SPAN_KIND.producer });
     expect(publish.parentSpanId).toBe(redeliver.spanId);
 
