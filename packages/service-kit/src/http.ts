@@ -188,13 +188,7 @@ export function earlyRequestContext(
     const span = tracesExported() ? startServerSpan(req)[0] : undefined;
     res.on("finish", () => {
       if (span) endServerSpan(span, req.method ?? "GET", route, res.statusCode);
-      // As unexportedLineFields: ids where the caller sent a trace, none for a trace nothing keeps.
-      const fields = span
-        ? () => spanLogFields(span)
-        : () =>
-            req.headers.traceparent === undefined
-              ? NO_TRACE_FIELDS
-              : idsLogFields(unrecordedServerIds(req.headers.traceparent));
+      const fields = span ? () => spanLogFields(span) : () => givenTraceLineFields(req);
       report(req.method ?? "GET", req.url ?? "/", route, res.statusCode, reqId, start, fields);
     });
   };
@@ -208,8 +202,16 @@ export function earlyRequestContext(
  */
 function unexportedLineFields(req: IncomingMessage, res: Response): Readonly<Record<string, string>> {
   const made = res.locals.traceIds as SpanContext | undefined;
-  if (made) return idsLogFields(made);
-  return req.headers.traceparent === undefined ? NO_TRACE_FIELDS : idsLogFields(requestIds(res));
+  return made ? idsLogFields(made) : givenTraceLineFields(req);
+}
+
+/**
+ * Where nothing is exported and nothing read the request's trace (an early refusal's line too):
+ * ids continuing the `traceparent` the caller sent, none when it sent none.
+ */
+function givenTraceLineFields(req: IncomingMessage): Readonly<Record<string, string>> {
+  const { traceparent } = req.headers;
+  return traceparent === undefined ? NO_TRACE_FIELDS : idsLogFields(unrecordedServerIds(traceparent));
 }
 
 /** The log line and the metrics of one finished request; never throws. */
@@ -221,7 +223,7 @@ function reporter(logger: Logger, metrics?: HttpMetrics) {
     status: number,
     reqId: unknown,
     start: bigint,
-    traceFields: () => Record<string, string>,
+    traceFields: () => Readonly<Record<string, string>>,
   ) => {
     try {
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;

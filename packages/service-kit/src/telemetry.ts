@@ -282,7 +282,7 @@ export function inSpan<T>(name: string, start: SpanStart, fn: (span: Span) => Pr
   if (idsOnly) {
     // Nothing is recorded: the span the SDK would make is ids and nothing else (AlwaysOffSampler),
     // made here without its sampler, attribute checks and span metrics.
-    const span = trace.wrapSpanContext(unrecordedChildOf(current, start.root === true));
+    const span = trace.wrapSpanContext(unrecordedChildOf(start.root ? undefined : current?.spanContext()));
     try {
       return contexts.with(trace.setSpan(parent, span), fn, undefined, span);
     } catch (error) {
@@ -299,7 +299,11 @@ export function inSpan<T>(name: string, start: SpanStart, fn: (span: Span) => Pr
  * request's server span, a hand-off's producer span).
  */
 export function startSpan(name: string, options: SpanOptions, parent: Context): Span {
-  if (idsOnly) return trace.wrapSpanContext(unrecordedChildOf(trace.getSpan(parent), options.root === true));
+  if (idsOnly) {
+    return trace.wrapSpanContext(
+      unrecordedChildOf(options.root ? undefined : trace.getSpan(parent)?.spanContext()),
+    );
+  }
   return tracer().startSpan(name, options, parent);
 }
 
@@ -316,14 +320,12 @@ export function unrecordedServerIds(traceparent: string | string[] | undefined):
       ? undefined
       : ((typeof traceparent === "string" ? spanContextOf(traceparent) : undefined) ??
         trace.getSpanContext(propagation.extract(ROOT_CONTEXT, { traceparent })));
-  const traceId = parent && parent.traceId !== INVALID_TRACE ? parent.traceId : idGenerator.generateTraceId();
-  return { traceId, spanId: idGenerator.generateSpanId(), traceFlags: TraceFlags.NONE };
+  return unrecordedChildOf(parent);
 }
 
-/** The ids of a span that is not recorded: in `parent`'s trace when it has a valid one, else a new trace. */
-function unrecordedChildOf(parent: Span | undefined, root: boolean): SpanContext {
-  const ids = root ? undefined : parent?.spanContext();
-  const traceId = ids && ids.traceId !== INVALID_TRACE ? ids.traceId : idGenerator.generateTraceId();
+/** The ids of a span that is not recorded: in the trace of `parent`'s ids when valid, else a new trace. */
+function unrecordedChildOf(parent: SpanContext | undefined): SpanContext {
+  const traceId = parent && parent.traceId !== INVALID_TRACE ? parent.traceId : idGenerator.generateTraceId();
   return { traceId, spanId: idGenerator.generateSpanId(), traceFlags: TraceFlags.NONE };
 }
 
@@ -382,10 +384,8 @@ export function inContext<T>(ctx: Context | undefined, fn: () => T): T {
 }
 
 /** `trace_id` and `span_id` of `span` for a log line (nothing for a span without ids). */
-export function spanLogFields(span: Span | undefined): Record<string, string> {
-  const ids = span?.spanContext();
-  if (!ids || ids.traceId === INVALID_TRACE) return NO_TRACE_FIELDS;
-  return { trace_id: ids.traceId, span_id: ids.spanId };
+export function spanLogFields(span: Span | undefined): Readonly<Record<string, string>> {
+  return idsLogFields(span?.spanContext());
 }
 
 /** What spanLogFields gives for no span: one shared object, never written to (see loggerOptions). */
@@ -400,9 +400,10 @@ export function mergeTraceFields(line: object, fields: object): object {
   return fields === NO_TRACE_FIELDS ? line : Object.assign(fields, line);
 }
 
-/** `trace_id` and `span_id` of span ids (unrecordedServerIds), for a log line; none for no ids. */
+/** `trace_id` and `span_id` of a span's ids, for a log line; none for no ids or invalid ones. */
 export function idsLogFields(ids: SpanContext | undefined): Readonly<Record<string, string>> {
-  return ids ? { trace_id: ids.traceId, span_id: ids.spanId } : NO_TRACE_FIELDS;
+  if (!ids || ids.traceId === INVALID_TRACE) return NO_TRACE_FIELDS;
+  return { trace_id: ids.traceId, span_id: ids.spanId };
 }
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
@@ -479,7 +480,7 @@ export function contextOf(traceparent: string | null | undefined): Context {
 }
 
 /** pino `mixin`: `trace_id` and `span_id` on every line written inside a span (nothing otherwise). */
-export function traceLogFields(): Record<string, string> {
+export function traceLogFields(): Readonly<Record<string, string>> {
   return spanLogFields(activeSpan());
 }
 
