@@ -163,41 +163,24 @@ export async function hotPaths(
     if (named) paths[`${name} vs the floor with its I/O`] = { ...named, floor: stack.ioFloorUrl };
   }
 
-  // Tracing on (every span sampled and exported, src/otlp-sink.ts) ÷ off, the same app in turn:
-  // what tracing costs /check and casting a vote (its own user ids, beyond the durability check's).
+  // Two pairs of the same app (stack.ts `AppPair`), in turn or together: `/check` and casting a vote
+  // (its own user ids, beyond the durability check's) on `ours` ÷ on `other`.
   const check = paths["GET /check"];
-  const { traced, untraced, base } = stack;
-  if (check) {
-    paths["GET /check (tracing on ÷ off)"] = {
-      ...check,
-      ours: traced.apiUrl,
-      floor: untraced.apiUrl,
-      pair: [traced, untraced],
+  const comparePairs = (label: string, ours: AppPair, other: AppPair, firstUser: bigint) => {
+    const pair = [ours, other] as const;
+    if (check) paths[`GET /check (${label})`] = { ...check, ours: ours.apiUrl, floor: other.apiUrl, pair };
+    paths[`POST /internal/v1/votes (${label})`] = {
+      ...casting(ours.ingestUrl, firstUser),
+      floor: other.ingestUrl,
+      pair,
     };
-  }
-  paths["POST /internal/v1/votes (tracing on ÷ off)"] = {
-    ...casting(traced.ingestUrl, 5000000000000000000n),
-    floor: untraced.ingestUrl,
-    pair: [traced, untraced],
   };
-
-  // This build ÷ the apps of BENCH_BASE_APPS (e.g. the code before traces), tracing off in both,
-  // the two in turn: what a change costs /check and casting a vote (their own user ids).
-  if (base) {
-    if (check) {
-      paths["GET /check (this build ÷ base)"] = {
-        ...check,
-        ours: untraced.apiUrl,
-        floor: base.apiUrl,
-        pair: [untraced, base],
-      };
-    }
-    paths["POST /internal/v1/votes (this build ÷ base)"] = {
-      ...casting(untraced.ingestUrl, 6000000000000000000n),
-      floor: base.ingestUrl,
-      pair: [untraced, base],
-    };
-  }
+  const { traced, untraced, base } = stack;
+  // Tracing on (every span sampled and exported, src/otlp-sink.ts) ÷ off: what tracing costs.
+  comparePairs("tracing on ÷ off", traced, untraced, 5000000000000000000n);
+  // This build ÷ the apps of BENCH_BASE_APPS (e.g. the code before traces), tracing off in both:
+  // what a change costs.
+  if (base) comparePairs("this build ÷ base", untraced, base, 6000000000000000000n);
 
   /** Every server a row loads, by URL: its process and its /metrics. */
   const servers = new Map<string, { pid: () => number | undefined; metricsUrl: string }>([
