@@ -466,7 +466,52 @@ describe("traces across a Redis outage", () => {
 
 describe("trace ids with tracing off", () => {
   // No endpoint: nothing is recorded or exported, and the dispatcher makes no span for a delivery.
-  const stack = useStack({ dist: true, env: { LOG_LEVEL: "info" } });
+  const stack = useStack({
+    dist: true,
+    env: { LOG_LEVEL: "info" },
+    // /off-retry: the first attempt is answered 500, the next 204.
+    reply: (req, n) => ({ status: req.path === "/off-retry" && n === 1 ? 500 : 204 }),
+  });
+
+  it("when a vote is cast without a traceparent with nothing exported, then no context is stored and its trace is the one its delivery id names: both attempts of a retried delivery, the delivery log and the dispatcher's lines carry the id's hex digits", async () => {
+    const bot = await stack.webhookBot(stack.receiver.url("/off-retry"));
+    const cast = await call(`${stack.ingest.base}/internal/v1/votes`, {
+      method: "POST",
+      headers: { authorization: stack.keys.internalKey },
+      body: { bot_id: bot.id, user_id: randomUserId() },
+    });
+    expect(cast.status).toBe(201);
+    const delivery = await waitFor(
+      async () => {
+        const [d] = await stack.deliveries(bot.id);
+        return d?.state === "delivered" ? d : null;
+      },
+      "the retried delivery",
+      30_000,
+    );
+    expect(delivery.traceparent).toBeNull();
+    const traceId = delivery.id.replaceAll("-", "");
+    expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+
+    const received = stack.receiver.forPath("/off-retry");
+    expect(received.map((r) => r.headers["x-webhook-trace"])).toEqual([traceId, traceId]);
+    expect((await stack.attempts(delivery.id)).map((a) => a.traceId)).toEqual([traceId, traceId]);
+    const log = await call(`${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries`, {
+      headers: { authorization: bot.token },
+    });
+    const shown = (log.body as { attempts: { deliveryId: string; traceId: string }[] }).attempts;
+    expect(shown.map((a) => [a.deliveryId, a.traceId])).toEqual([
+      [delivery.id, traceId],
+      [delivery.id, traceId],
+    ]);
+    const lines = await waitFor(() => {
+      const msgs = logLines(stack.dispatcher, traceId).map((l) => l.msg);
+      return msgs.includes("webhook delivered") ? msgs : null;
+    }, `the dispatcher's "webhook delivered" line with trace ${traceId}`);
+    expect(lines).toContain("webhook attempt failed; will retry");
+    // vote-ingest made no ids for the vote: its request line carries none.
+    expect(logLines(stack.ingest, traceId)).toEqual([]);
+  }, 120_000);
 
   it("when votes are cast under the site's traceparents with nothing exported, then each webhook, its delivery log entry and the dispatcher's and vote-ingest's log lines carry its vote's trace id", async () => {
     const bot = await stack.webhookBot(stack.receiver.url("/off"));

@@ -21,7 +21,7 @@ queue (a batch item to a job of its own), so a shutdown is not held up by a batc
  * oldest attempt holding the cap must have ended (a replica that dies forgets what it parked).
  */
 import { performance } from "node:perf_hooks";
-import type { Db, SecretBox } from "@botdir/db";
+import { type Db, deliveryTraceparent, type SecretBox } from "@botdir/db";
 import {
   DeliveryBatchJobData,
   type DeliveryHandOff,
@@ -273,7 +273,14 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       `${QUEUES.webhookDeliveries} process`,
       {
         kind: SpanKind.CONSUMER,
-        parent: contextOf(typeof data.traceparent === "string" ? data.traceparent : null),
+        // A job without a context (its row keeps none): the trace the delivery id names.
+        parent: contextOf(
+          typeof data.traceparent === "string"
+            ? data.traceparent
+            : typeof data.deliveryId === "string"
+              ? deliveryTraceparent(data.deliveryId)
+              : null,
+        ),
         // Moved back to delayed (not due, in flight elsewhere, over a fairness cap): not a failure.
         expected: (error) => error instanceof DelayedError,
         attributes: {
@@ -346,7 +353,7 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
     return inSpan(
       "webhook.deliver",
       {
-        parent: contextOf(item.traceparent),
+        parent: contextOf(item.traceparent ?? deliveryTraceparent(item.deliveryId)),
         links: batch,
         attributes: {
           "botdir.delivery_id": item.deliveryId,

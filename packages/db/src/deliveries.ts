@@ -102,6 +102,20 @@ export function newDeliveryId(nowMs: number = Date.now()): string {
   return `${time.slice(0, 8)}-${time.slice(8, 12)}-7${randomUUID().slice(15)}`;
 }
 
+/**
+ * The W3C context of a delivery whose row keeps none: a vote cast where nothing is exported and
+ * the caller sent no `traceparent` (no ids are made for it), or a delivery made before traces were
+ * kept. Its trace id is the delivery id's 32 hex digits and its span id their last 16 (the UUID's
+ * random tail), not sampled, as the ids-only spans are: every hand-off, attempt, record and
+ * redelivery link of that delivery names the same trace, and the owner's `X-Webhook-Trace` is the
+ * delivery id without its dashes. PostgreSQL's record statement reads it the same way (migration
+ * 20261127200000_delivery_trace_by_id).
+ */
+export function deliveryTraceparent(deliveryId: string): string {
+  const hex = deliveryId.replaceAll("-", "").toLowerCase();
+  return `00-${hex}-${hex.slice(16)}-00`;
+}
+
 /** Whether `value` can be a delivery id (a UUID); anything else is simply not found. */
 export function isDeliveryId(value: unknown): value is string {
   return typeof value === "string" && UUID.test(value);
@@ -125,8 +139,11 @@ export type RedeliverResult =
         traceparent?: string;
       };
       series: number;
-      /** The context the delivery had before (its original trace): the new trace links to it. */
-      previousTraceparent: string | null;
+      /**
+       * The context the delivery had before (its original trace, deliveryTraceparent where its row
+       * kept none): the new trace links to it.
+       */
+      previousTraceparent: string;
     };
 
 /**
@@ -170,7 +187,7 @@ export async function redeliver(
         ...(traceparent ? { traceparent } : {}),
       },
       series: row.series,
-      previousTraceparent: row.previous_traceparent,
+      previousTraceparent: row.previous_traceparent ?? deliveryTraceparent(deliveryId),
     };
   }
   if (row.state === "pending") return { kind: "pending" };

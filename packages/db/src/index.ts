@@ -2,7 +2,14 @@ export type { Db, DbOptions, DedicatedConnection, PreparedStatements } from "./c
 export { createDb, isStatementNameError } from "./client.js";
 export { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL, MIGRATION_ENV, migrationUrl } from "./defaults.js";
 export type { AttemptView, DeliveryStateName, RedeliverResult } from "./deliveries.js";
-export { ATTEMPTS_SHOWN, isDeliveryId, listRecentAttempts, newDeliveryId, redeliver } from "./deliveries.js";
+export {
+  ATTEMPTS_SHOWN,
+  deliveryTraceparent,
+  isDeliveryId,
+  listRecentAttempts,
+  newDeliveryId,
+  redeliver,
+} from "./deliveries.js";
 export { isRetryableConflict } from "./errors.js";
 export type { Attempt, Bot, Delivery, PrismaClient, Vote, VoteWindow } from "./generated/prisma/client.js";
 export { BotStatus, DeliveryState, Prisma } from "./generated/prisma/client.js";

@@ -150,6 +150,18 @@ export function requestTraceparent(res: Response): string | null {
   return traceparentOf(requestSpanContext(res));
 }
 
+/**
+ * The `traceparent` a request's work keeps for later (a vote's delivery row): its server span's
+ * where spans are exported or the caller sent a `traceparent` (the work continues that trace); null
+ * where nothing is exported and the caller sent none, and no ids are made: such work's trace is the
+ * one its own id names (a delivery's: deliveryTraceparent of @botdir/db), which costs nothing per
+ * request (docs/performance.md "What tracing costs").
+ */
+export function requestKeptTraceparent(res: Response): string | null {
+  if (res.locals.trace === null && res.req.headers.traceparent === undefined) return null;
+  return requestTraceparent(res);
+}
+
 /** The server span of a request, continuing its `traceparent` header when it has a valid one. */
 function startServerSpan(req: IncomingMessage): [Span, Context] {
   const parent =

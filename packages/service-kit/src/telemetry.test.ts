@@ -8,6 +8,7 @@ import {
   errorHandler,
   loggerOptions,
   requestContext,
+  requestKeptTraceparent,
   requestTrace,
   requestTraceparent,
 } from "./http.js";
@@ -92,6 +93,9 @@ describe("requestContext and the log mixin", () => {
     app.get("/quiet", (_req, res) => {
       res.json({ ok: true });
     });
+    app.get("/kept", (_req, res) => {
+      res.json({ kept: requestKeptTraceparent(res) });
+    });
     server = createServer(app);
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     port = (server.address() as AddressInfo).port;
@@ -127,6 +131,22 @@ describe("requestContext and the log mixin", () => {
     // A trace that nothing keeps and nobody was given: no ids are made for it.
     expect(untraced).not.toHaveProperty("trace_id");
     expect(untraced).not.toHaveProperty("span_id");
+  });
+
+  it("when work keeps a request's trace (a vote's row), then it keeps the caller's trace continued, and none without one: no ids made, none on the line", async () => {
+    const continued = await fetch(`http://127.0.0.1:${port}/kept`, {
+      headers: { traceparent: INCOMING, "x-request-id": "kept-1" },
+    });
+    expect(((await continued.json()) as { kept: string | null }).kept).toMatch(
+      /^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-00$/,
+    );
+    const line = await waitFor(() => lines.find((l) => l.reqId === "kept-1"), "the first kept line");
+    expect(line.trace_id).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+
+    const alone = await fetch(`http://127.0.0.1:${port}/kept`, { headers: { "x-request-id": "kept-2" } });
+    expect(await alone.json()).toEqual({ kept: null });
+    const untraced = await waitFor(() => lines.find((l) => l.reqId === "kept-2"), "the second kept line");
+    expect(untraced).not.toHaveProperty("trace_id");
   });
 
   it("when a request carries none, then it gets a new trace of its own", async () => {

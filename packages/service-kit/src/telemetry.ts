@@ -410,16 +410,6 @@ const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 const INVALID_TRACE = "00000000000000000000000000000000";
 const INVALID_SPAN = "0000000000000000";
 
-/** A new random trace id (32 lowercase hex): for work with no stored trace that makes no span. */
-export function newTraceId(): string {
-  return idGenerator.generateTraceId();
-}
-
-/** The `traceparent` of a new trace (not sampled): for work that starts one outside any span. */
-export function newTraceparent(): string {
-  return `00-${idGenerator.generateTraceId()}-${idGenerator.generateSpanId()}-00`;
-}
-
 /**
  * `trace_id` of a stored `traceparent`, for a log line written outside any span where nothing is
  * exported (the dispatcher then makes no span for a delivery); nothing where spans are exported

@@ -3,7 +3,7 @@
  * is only a nudge for the dispatcher, so handing off never blocks or fails a vote: when Redis is
  * unavailable the add is skipped at once and the outbox relay hands the delivery off later.
  */
-import type { Db } from "@botdir/db";
+import { type Db, deliveryTraceparent } from "@botdir/db";
 import {
   DELIVERY_BATCH_MAX,
   type DeliveryHandOff,
@@ -19,6 +19,7 @@ import {
   SpanKind,
   startSpan,
   traceparentOf,
+  tracesExported,
   withTimeout,
 } from "@botdir/service-kit";
 import { Queue } from "bullmq";
@@ -70,6 +71,8 @@ export interface DeliveryQueue {
 
 type BulkJob = Parameters<Queue["addBulk"]>[0][number];
 
+const noEnd = () => {};
+
 /**
  * The producer span of one delivery's hand-off (`webhook-deliveries publish`), a child of the
  * context the delivery was created under (its row's traceparent, carried as `delivery.traceparent`),
@@ -77,6 +80,10 @@ type BulkJob = Parameters<Queue["addBulk"]>[0][number];
  * the producer span's own context. `end(ok)` ends it once Redis took the job or not.
  */
 function publishSpan(delivery: DeliveryHandOff): { delivery: DeliveryHandOff; end: (ok: boolean) => void } {
+  // Where nothing is exported the span would be ids only, leading nowhere: the job carries the
+  // delivery's own context (its row's; none where the row keeps none: the dispatcher then takes the
+  // trace the delivery id names, deliveryTraceparent).
+  if (!tracesExported()) return { delivery, end: noEnd };
   const span = startSpan(
     `${QUEUES.webhookDeliveries} publish`,
     {
@@ -90,7 +97,7 @@ function publishSpan(delivery: DeliveryHandOff): { delivery: DeliveryHandOff; en
         ...(delivery.botId ? { "botdir.bot_id": delivery.botId } : {}),
       },
     },
-    contextOf(delivery.traceparent),
+    contextOf(delivery.traceparent ?? deliveryTraceparent(delivery.id)),
   );
   const traceparent = traceparentOf(span.spanContext());
   return {

@@ -1,6 +1,6 @@
 /** POST /internal/v1/votes: the site frontend casts a vote (INTERNAL_API_KEY). */
 import { CastVoteBody, parseOrThrow } from "@botdir/schema";
-import { methodNotAllowed, requestTraceparent, requireJson, sendJson } from "@botdir/service-kit";
+import { methodNotAllowed, requestKeptTraceparent, requireJson, sendJson } from "@botdir/service-kit";
 import express, { type Router } from "express";
 import { requireInternalKey } from "../internal-auth.js";
 import type { Votes } from "../services/votes.js";
@@ -21,7 +21,7 @@ export function registerVotes(router: Router, deps: VotesRouteDeps): void {
       const { vote, nextVoteAt } = await deps.votes.castVote(
         body.bot_id,
         body.user_id,
-        requestTraceparent(res),
+        requestKeptTraceparent(res),
       );
       res.setHeader("Cache-Control", "no-store");
       sendJson(res, { vote, nextVoteAt }, 201);

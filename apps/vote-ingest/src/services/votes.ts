@@ -17,14 +17,13 @@
  * upsert per batch, and no writer of the log can forget them.
  */
 import { type BatchLimits, createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
-import { type Db, isRetryableConflict, newDeliveryId } from "@botdir/db";
+import { type Db, deliveryTraceparent, isRetryableConflict, newDeliveryId } from "@botdir/db";
 import { ApiError, MESSAGES, VOTE_WINDOW_MS } from "@botdir/schema";
 import {
   activeTraceparent,
   type Clock,
   inSpan,
   type Logger,
-  newTraceparent,
   SpanKind,
   storedTraceLogFields,
 } from "@botdir/service-kit";
@@ -177,11 +176,12 @@ export function createVotes(deps: VotesDeps) {
       botId: string,
       userId: string,
       /**
-       * The vote's context (the request's server span, requestTraceparent; default: the active
-       * span's, else a new trace, as for `botctl vote cast`): its delivery row keeps it, so every
-       * hand-off and attempt of the delivery continues this trace.
+       * The vote's context (the request's server span, requestKeptTraceparent; default: the active
+       * span's, as for `botctl vote cast`): its delivery row keeps it, so every hand-off and attempt
+       * of the delivery continues this trace. Null (nothing exported, no `traceparent` sent): the
+       * row keeps none and the delivery's trace is the one its id names (deliveryTraceparent).
        */
-      traceparent: string | null = activeTraceparent() ?? newTraceparent(),
+      traceparent: string | null = activeTraceparent(),
     ): Promise<CastVoteOutcome> {
       // Milliseconds: the column is timestamptz(3), and the instant is the same everywhere.
       const now = clock.now();
@@ -228,7 +228,10 @@ export function createVotes(deps: VotesDeps) {
         );
         if (!handed) {
           logger.warn(
-            { deliveryId: row.delivery_id, ...storedTraceLogFields(traceparent) },
+            {
+              deliveryId: row.delivery_id,
+              ...storedTraceLogFields(traceparent ?? deliveryTraceparent(row.delivery_id)),
+            },
             "queue unavailable; the outbox relay will hand off",
           );
         }
