@@ -2,7 +2,7 @@
  * The `vote.create` job handler: claim the next attempt of a delivery in PostgreSQL, send it, record
  * the outcome. It knows nothing about BullMQ; src/worker.ts turns its result into job moves.
  */
-import { type Db, deliveryTraceparent, type SecretBox } from "@botdir/db";
+import { type Db, deliveryTraceId, type SecretBox } from "@botdir/db";
 import { DeliveryJobData } from "@botdir/schema";
 import {
   type Clock,
@@ -110,10 +110,8 @@ export function createDeliverHandler(deps: DeliverDeps) {
     // Where nothing is exported, a delivery runs in no context (one per delivery cost the drain
     // ≈ 4 % of the dispatcher's CPU, docs/performance.md), so inSpan makes none of these spans: the
     // delivery's trace id, for X-Webhook-Trace and its log lines' `trace_id`, is the job's stored
-    // one, or for a job that carries none the one the delivery id names (deliveryTraceparent).
-    const traceId = tracesExported()
-      ? null
-      : (traceIdOf(data.traceparent) ?? traceIdOf(deliveryTraceparent(deliveryId)));
+    // one, or for a job that carries none the one the delivery id names (deliveryTraceId).
+    const traceId = tracesExported() ? null : (traceIdOf(data.traceparent) ?? deliveryTraceId(deliveryId));
     const logger = traceId === null ? deps.logger : loggerWith(deps.logger, { trace_id: traceId });
     const claim = await inSpan(
       "webhook.claim",

@@ -112,8 +112,13 @@ export function newDeliveryId(nowMs: number = Date.now()): string {
  * 20261127200000_delivery_trace_by_id).
  */
 export function deliveryTraceparent(deliveryId: string): string {
-  const hex = deliveryId.replaceAll("-", "").toLowerCase();
+  const hex = deliveryTraceId(deliveryId);
   return `00-${hex}-${hex.slice(16)}-00`;
+}
+
+/** The trace id of deliveryTraceparent: the delivery id's 32 hex digits, lowercase. */
+export function deliveryTraceId(deliveryId: string): string {
+  return deliveryId.replaceAll("-", "").toLowerCase();
 }
 
 /** Whether `value` can be a delivery id (a UUID); anything else is simply not found. */

@@ -4,6 +4,7 @@ export { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL, MIGRATION_ENV, migrationUrl } 
 export type { AttemptView, DeliveryStateName, RedeliverResult } from "./deliveries.js";
 export {
   ATTEMPTS_SHOWN,
+  deliveryTraceId,
   deliveryTraceparent,
   isDeliveryId,
   listRecentAttempts,

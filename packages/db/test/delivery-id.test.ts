@@ -3,7 +3,7 @@
  * deliveries sort after older ones (in PostgreSQL's uuid order too) and index writes keyed by them
  * land on the newest pages.
  */
-import { isDeliveryId, newDeliveryId } from "../src/deliveries.js";
+import { deliveryTraceId, deliveryTraceparent, isDeliveryId, newDeliveryId } from "../src/deliveries.js";
 import { useTestDatabase } from "../src/testing.js";
 
 const t = useTestDatabase({ poolMax: 2 });
@@ -36,5 +36,20 @@ describe("newDeliveryId", () => {
     );
 
     expect(rows.map((r) => r.id)).toEqual(made);
+  });
+});
+
+describe("deliveryTraceparent", () => {
+  // PostgreSQL's record statement reads the id the same way: e2e/test/tracing.test.ts, "trace ids
+  // with tracing off", checks the attempts it writes.
+  it("when a delivery's row keeps no context, then its trace is the one its id names, as a valid W3C traceparent, not sampled", () => {
+    const id = newDeliveryId(Date.UTC(2026, 10, 27, 21, 0, 0, 5)).toUpperCase();
+    const traceparent = deliveryTraceparent(id);
+    const hex = id.replaceAll("-", "").toLowerCase();
+
+    expect(traceparent).toBe(`00-${hex}-${hex.slice(16)}-00`);
+    expect(traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
+    expect(hex.slice(16)).not.toBe("0000000000000000");
+    expect(deliveryTraceId(id)).toBe(hex);
   });
 });

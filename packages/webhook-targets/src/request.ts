@@ -28,27 +28,26 @@ export interface WebhookSigning {
 }
 
 const TRACE_ID = /^[0-9a-f]{32}$/;
+const INVALID_TRACE_ID = "0".repeat(32);
 
 /** The body and headers of a webhook request carrying `payload` (whose `event` is X-Webhook-Event). */
 export function signedWebhookRequest(
   payload: { event: string },
   signing: WebhookSigning,
 ): { body: Buffer; headers: Record<string, string> } {
-  const { id, secret, previousSecret, signedAt } = signing;
+  const { id, secret, previousSecret, signedAt, traceId } = signing;
   const body = Buffer.from(JSON.stringify(payload), "utf8");
-  return {
-    body,
-    headers: {
-      "Content-Type": "application/json",
-      "User-Agent": WEBHOOK_USER_AGENT,
-      Authorization: secret,
-      [WEBHOOK_HEADERS.event]: payload.event,
-      [WEBHOOK_HEADERS.delivery]: id,
-      [WEBHOOK_HEADERS.signature]: sign(secret, body),
-      ...standardHeaders(previousSecret ? [secret, previousSecret] : [secret], id, signedAt, body),
-      ...(signing.traceId && TRACE_ID.test(signing.traceId) && signing.traceId !== "0".repeat(32)
-        ? { [WEBHOOK_HEADERS.trace]: signing.traceId }
-        : {}),
-    },
+  const headers: Record<string, string> = {
+    "Content-Type": "application/json",
+    "User-Agent": WEBHOOK_USER_AGENT,
+    Authorization: secret,
+    [WEBHOOK_HEADERS.event]: payload.event,
+    [WEBHOOK_HEADERS.delivery]: id,
+    [WEBHOOK_HEADERS.signature]: sign(secret, body),
+    ...standardHeaders(previousSecret ? [secret, previousSecret] : [secret], id, signedAt, body),
   };
+  // Set on the object made above, not spread into it: one object per request, not two.
+  if (traceId && traceId !== INVALID_TRACE_ID && TRACE_ID.test(traceId))
+    headers[WEBHOOK_HEADERS.trace] = traceId;
+  return { body, headers };
 }
