@@ -336,7 +336,11 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       return true;
     } catch (error) {
       deps.logger.warn(
-        { deliveryId: handOff.id, ...storedTraceLogFields(handOff.traceparent), err: describeError(error) },
+        {
+          deliveryId: handOff.id,
+          ...storedTraceLogFields(handOff.traceparent ?? deliveryTraceparent(handOff.id)),
+          err: describeError(error),
+        },
         "could not hand a batch item to its own job; it stays pending and the outbox relay hands it off again",
       );
       return false;
@@ -378,7 +382,11 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
       // What a `vote.create` job's failure would do (no attempt recorded): try again after the
       // first retry delay, in a job of its own.
       deps.logger.error(
-        { deliveryId: id, ...storedTraceLogFields(item.traceparent), err: describeError(error) },
+        {
+          deliveryId: id,
+          ...storedTraceLogFields(item.traceparent ?? deliveryTraceparent(id)),
+          err: describeError(error),
+        },
         "webhook batch item failed",
       );
       const at = new Date(deps.clock.now().getTime() + (config.retryDelays[0] ?? 60_000));
