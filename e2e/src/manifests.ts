@@ -43,7 +43,7 @@ export function kubectlVersion(): string {
   const run = spawnSync(KUBECTL, ["version", "--client"], { encoding: "utf8" });
   if (run.status !== 0)
     throw new Error(
-      `kubectl is needed to render infra/ (${run.error?.message ?? run.stderr.trim()}); .ci/run installs it, see docs/operations.md "Kubernetes manifest check"`,
+      `kubectl is needed to render infra/ (${run.error?.message ?? run.stderr.trim()}); see docs/operations.md "Kubernetes manifest check"`,
     );
   return run.stdout.trim().replace(/\n/g, ", ");
 }

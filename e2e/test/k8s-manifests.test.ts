@@ -7,7 +7,7 @@
  * are the paths service-kit answers, env names are the ones the apps' env schemas read
  * (e2e/src/manifests.ts). Injected faults show each kind of mistake is refused.
  *
- * kubectl must be installed (.ci/run installs it when missing): without it this fails, it does
+ * kubectl must be installed (docs/operations.md "Kubernetes manifest check"): without it this fails, it does
  * not skip. The components render only inside an overlay (keda deletes the base's CPU autoscaler,
  * which must be there to delete), so they are rendered that way.
  */
