@@ -42,6 +42,11 @@ const TOOLS = new Set([
   "typescript5", // the SDK's declaration build (packages/sdk/scripts/build.mjs)
   "publint", // run on the SDK's packed tarball (packages/sdk/test/package.test.ts)
   "@arethetypeswrong/cli", // likewise
+  // Imported by the module name an object's apiVersion gives, and type-checked against by tsc
+  // (e2e/src/manifests.ts, the Kubernetes manifest check).
+  "kubernetes-models",
+  "@kubernetes-models/keda",
+  "@kubernetes-models/prometheus-operator",
 ]);
 const BUILTINS = new Set(builtinModules);
 const rootManifest = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8"));
