@@ -70,11 +70,15 @@ export function scratchDir(prefix: string): string {
 /**
  * Renders an overlay as an operator writes one: the kustomization of `overlay` (a folder relative
  * to the repository root) copied into a scratch folder, its paths rewritten, with `components`
- * (relative to the root) and `patches` added to it.
+ * (relative to the root), `patches` and `labels` added to it.
  */
 export function renderOverlay(
   overlay: string,
-  extra: { components?: string[]; patches?: { target: AnyObject; patch: string }[] } = {},
+  extra: {
+    components?: string[];
+    patches?: { target: AnyObject; patch: string }[];
+    labels?: AnyObject[];
+  } = {},
 ): AnyObject[] {
   const dir = scratchDir("overlay");
   try {
@@ -93,6 +97,7 @@ export function renderOverlay(
       ...(extra.components ?? []).map(fromRoot),
     ];
     doc.patches = [...((doc.patches ?? []) as AnyObject[]), ...(extra.patches ?? [])];
+    if (extra.labels) doc.labels = [...((doc.labels ?? []) as AnyObject[]), ...extra.labels];
     writeFileSync(path.join(dir, "kustomization.yaml"), JSON.stringify(doc, null, 2));
     return kustomize(dir);
   } finally {

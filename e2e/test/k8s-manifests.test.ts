@@ -17,6 +17,7 @@ import path from "node:path";
 import { MIGRATION_ENV } from "@botdir/db";
 import { DEFAULT_HTTP_TIMEOUTS, type Service, serve } from "@botdir/service-kit";
 import { silentLogger } from "@botdir/service-kit/testing";
+import { parse as parseYaml } from "yaml";
 import type { z } from "zod";
 import { ApiEnv } from "../../apps/api/src/env.js";
 import { IngestEnv } from "../../apps/vote-ingest/src/env.js";
@@ -63,6 +64,26 @@ function secretValue(name: string): string {
 }
 
 const COMPONENTS = ["keda", "pgbouncer", "prometheus-rules"];
+/** The label docs/alerts.md tells the overlay to add with the rules, so the Operator loads them. */
+const RULES_LABELS = (() => {
+  const block = /components: \[\.\.\/\.\.\/components\/prometheus-rules\][\s\S]*?```yaml\n([\s\S]*?)```/.exec(
+    read("docs/alerts.md"),
+  )?.[1];
+  return (parseYaml(dedent(block ?? "")) as { labels: AnyObject[] }).labels;
+})();
+
+function dedent(text: string): string {
+  const indent = Math.min(
+    ...text
+      .split("\n")
+      .filter((l) => l.trim())
+      .map((l) => /^ */.exec(l)![0].length),
+  );
+  return text
+    .split("\n")
+    .map((l) => l.slice(indent))
+    .join("\n");
+}
 const OVERLAYS = readdirSync(path.join(repoRoot, "infra/overlays"));
 /** What is rendered: each overlay as committed, and the example overlay with the components. */
 const RENDERINGS: [string, () => AnyObject[]][] = [
@@ -73,7 +94,10 @@ const RENDERINGS: [string, () => AnyObject[]][] = [
   ...[...COMPONENTS.map((c) => [c]), COMPONENTS].map((components): [string, () => AnyObject[]] => [
     `overlays/example + ${components.join(" + ")}`,
     () =>
-      renderOverlay("infra/overlays/example", { components: components.map((c) => `infra/components/${c}`) }),
+      renderOverlay("infra/overlays/example", {
+        components: components.map((c) => `infra/components/${c}`),
+        ...(components.includes("prometheus-rules") ? { labels: RULES_LABELS } : {}),
+      }),
   ]),
 ];
 
@@ -149,6 +173,10 @@ describe("kubectl kustomize", () => {
     expect(names("Deployment")).toContain("pgbouncer");
     expect(names("ConfigMap").some((n) => String(n).startsWith("pgbouncer-config-"))).toBe(true);
     expect(names("PrometheusRule")).toHaveLength(1);
+    // With the label docs/alerts.md gives the overlay for the Operator's ruleSelector.
+    expect(RULES_LABELS).toEqual([{ pairs: { release: "kube-prometheus-stack" }, includeSelectors: false }]);
+    const rule = all.find((o) => o.kind === "PrometheusRule")?.metadata as { labels: Record<string, string> };
+    expect(rule.labels.release).toBe("kube-prometheus-stack");
     // The overlay's namespace reaches every namespaced object, the components' too.
     for (const o of all.filter((x) => x.kind !== "Namespace"))
       expect({
