@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto";
 import {
   createSecretBox,
   type Db,
+  deliveryTraceId,
   generateToken,
   generateWebhookSecret,
   hashToken,
@@ -300,7 +301,9 @@ export function createListings(deps: ListingsDeps) {
       const testId = randomUUID();
       // Reserve the slot first, then count: concurrent tests cannot all slip under the limit.
       // The test event carries the request's trace id (X-Webhook-Trace), and its log row keeps it.
-      const traceId = activeTraceId();
+      // Sent outside a request (botctl), it carries the trace its id names, as a vote cast
+      // without a traceparent does.
+      const traceId = activeTraceId() ?? deliveryTraceId(testId);
       await prisma.testAttempt.create({ data: { id: testId, botId: id, attemptedAt: now, traceId } });
       const windowStart = new Date(now.getTime() - 60_000);
       const recent = await prisma.testAttempt.findMany({
