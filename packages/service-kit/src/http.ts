@@ -8,7 +8,7 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { createRequire } from "node:module";
 import { Server as NetServer, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
-import { ApiError, MESSAGES } from "@botdir/schema";
+import { ApiError, CONFLICT_HEADER, MESSAGES } from "@botdir/schema";
 import {
   type Context,
   context,
@@ -358,6 +358,8 @@ export function sendApiError(res: ServerResponse, apiError: ApiError): void {
     res.setHeader("Retry-After", String(apiError.extra.retryAfter));
   } else if (apiError.status >= 500) {
     res.setHeader("Retry-After", String(SERVER_ERROR_RETRY_AFTER_SECONDS));
+  } else if (apiError.status === 409) {
+    res.setHeader(CONFLICT_HEADER, apiError.conflict ?? "conflict");
   }
   sendJson(res, apiError.body(), apiError.status);
 }

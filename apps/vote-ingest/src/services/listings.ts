@@ -176,7 +176,8 @@ export function createListings(deps: ListingsDeps) {
         });
         return bot;
       } catch (error) {
-        if (isUniqueViolation(error)) throw new ApiError("conflict", "A bot with this id already exists.");
+        if (isUniqueViolation(error))
+          throw ApiError.conflict("bot_exists", "A bot with this id already exists.");
         throw error;
       }
     },
@@ -202,7 +203,10 @@ export function createListings(deps: ListingsDeps) {
     async rotateToken(id: string): Promise<{ id: string; token: string }> {
       const bot = await requireBot(id);
       if (bot.status !== "approved") {
-        throw new ApiError("conflict", "The bot is not approved yet; only approved bots get a token.");
+        throw ApiError.conflict(
+          "not_approved",
+          "The bot is not approved yet; only approved bots get a token.",
+        );
       }
       const token = generateToken();
       const now = deps.clock.now();
@@ -251,7 +255,7 @@ export function createListings(deps: ListingsDeps) {
      */
     async rotateSecret(id: string): Promise<{ id: string; secret: string }> {
       const bot = await findBot(id, { webhookUrl: true, webhookSecretEncrypted: true });
-      if (!bot.webhookUrl || !bot.webhookSecretEncrypted) throw new ApiError("conflict", NO_WEBHOOK);
+      if (!bot.webhookUrl || !bot.webhookSecretEncrypted) throw ApiError.conflict("no_webhook", NO_WEBHOOK);
       if (!deps.secretBox) throw new ApiError("unavailable", NO_ENCRYPTION_KEY);
       const secret = generateWebhookSecret();
       const now = deps.clock.now();
@@ -267,14 +271,15 @@ export function createListings(deps: ListingsDeps) {
           updatedAt: now,
         },
       });
-      if (count !== 1) throw new ApiError("conflict", "The webhook changed meanwhile; retry the rotation.");
+      if (count !== 1)
+        throw ApiError.conflict("webhook_changed", "The webhook changed meanwhile; retry the rotation.");
       return { id, secret };
     },
 
     /** Re-enables a webhook disabled as dead or gone (410); an active one stays active. */
     async enableWebhook(id: string): Promise<{ id: string; state: WebhookState }> {
       const bot = await findBot(id, { webhookUrl: true });
-      if (!bot.webhookUrl) throw new ApiError("conflict", NO_WEBHOOK);
+      if (!bot.webhookUrl) throw ApiError.conflict("no_webhook", NO_WEBHOOK);
       const now = deps.clock.now();
       await prisma.bot.updateMany({
         where: { id, webhookDisabledAt: { not: null } },
@@ -295,7 +300,7 @@ export function createListings(deps: ListingsDeps) {
         webhookPreviousSecretEncrypted: true,
         webhookPreviousSecretUntil: true,
       });
-      if (!bot.webhookUrl || !bot.webhookSecretEncrypted) throw new ApiError("conflict", NO_WEBHOOK);
+      if (!bot.webhookUrl || !bot.webhookSecretEncrypted) throw ApiError.conflict("no_webhook", NO_WEBHOOK);
       if (!deps.secretBox) throw new ApiError("unavailable", NO_ENCRYPTION_KEY);
       const now = deps.clock.now();
       const testId = randomUUID();
