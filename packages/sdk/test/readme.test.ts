@@ -10,7 +10,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 
 const require = createRequire(import.meta.url);
-const ts = require("typescript5") as typeof import("typescript");
+const ts = require("typescript5") as typeof import("typescript5");
 const pkgDir = path.resolve(import.meta.dirname, "..");
 
 function snippets(): { line: number; source: string }[] {
@@ -24,7 +24,7 @@ function snippets(): { line: number; source: string }[] {
 /** The diagnostics of one snippet, compiled alone as `snippet.mts` beside the SDK's source. */
 function diagnostics(source: string): string[] {
   const file = path.join(pkgDir, "src", "__readme_snippet__.mts");
-  const options: import("typescript").CompilerOptions = {
+  const options: import("typescript5").CompilerOptions = {
     strict: true,
     noEmit: true,
     target: ts.ScriptTarget.ES2022,
