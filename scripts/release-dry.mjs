@@ -25,14 +25,18 @@ function step(label, command, args, cwd = root) {
 
 rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
-step("building @botdir/sdk", "pnpm", [
-  "exec",
-  "turbo",
-  "run",
-  "build",
-  "--filter=@botdir/sdk",
-  "--output-logs=errors-only",
-]);
+// RELEASE_DRY_SKIP_BUILD=1 packs the dist/ already built (the e2e test does: rebuilding would
+// rewrite dist/ while other suites import the SDK).
+if (process.env.RELEASE_DRY_SKIP_BUILD !== "1") {
+  step("building @botdir/sdk", "pnpm", [
+    "exec",
+    "turbo",
+    "run",
+    "build",
+    "--filter=@botdir/sdk",
+    "--output-logs=errors-only",
+  ]);
+}
 step("packing the npm tarball", "pnpm", ["pack", "--pack-destination", out], path.join(root, "packages/sdk"));
 step(
   "building the wheel and the sdist",
