@@ -1,5 +1,6 @@
-// `pnpm start`: generate the Prisma client, apply migrations, run the three apps in the foreground.
-// Ctrl-C (SIGINT) or SIGTERM stops them gracefully. Outside production, development values for
+// `pnpm start [app…]`: generate the Prisma client, apply migrations, run the three apps (or the
+// named ones: api, vote-ingest, webhook-dispatcher) in the foreground.
+// Ctrl-C (SIGINT) or SIGTERM (to pnpm or to this script) stops them gracefully. Outside production, development values for
 // INTERNAL_API_KEY and SECRET_ENCRYPTION_KEY are generated once into .env (gitignored).
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -10,6 +11,16 @@ import { loadDotEnv } from "./dotenv.mjs";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const envFile = `${root}.env`;
 const fromFile = loadDotEnv(envFile);
+
+const ALL_APPS = ["api", "vote-ingest", "webhook-dispatcher"];
+// `pnpm start <app>…` runs the named apps only (same .env and steps), e.g. to restart one of them
+// in a second terminal while another `pnpm start <app>` keeps the rest running.
+const named = process.argv.slice(2);
+const unknown = named.filter((name) => !ALL_APPS.includes(name));
+if (unknown.length > 0) {
+  process.stderr.write(`[start] unknown app ${unknown.join(", ")}; the apps are ${ALL_APPS.join(", ")}\n`);
+  process.exit(1);
+}
 
 function say(line) {
   process.stdout.write(`[start] ${line}\n`);
@@ -58,7 +69,7 @@ runStep("generating the Prisma client", "pnpm", [
 ]);
 runStep("applying migrations", process.execPath, ["--import", "tsx", "packages/db/src/migrate-cli.ts"]);
 
-const apps = ["api", "vote-ingest", "webhook-dispatcher"];
+const apps = named.length > 0 ? [...new Set(named)] : ALL_APPS;
 const children = new Map();
 let stopping = false;
 let exitCode = 0;
@@ -110,3 +121,14 @@ process.on("SIGTERM", () => {
   say("stopping");
   stopAll("SIGTERM");
 });
+
+// A SIGTERM sent to `pnpm start` (a supervisor, `kill <pid>`) ends pnpm without passing it on:
+// this script is then re-parented. Its parent changing is the signal to stop the apps, so none is
+// left running with its port held. (Ctrl-C reaches every process of the terminal's group.)
+const parent = process.ppid;
+const watchParent = setInterval(() => {
+  if (process.ppid === parent || stopping) return;
+  clearInterval(watchParent);
+  say("the parent process (pnpm) has exited; stopping");
+  stopAll("SIGTERM");
+}, 250);

@@ -5,8 +5,9 @@
  * - one vote, cast under the site frontend's `traceparent`, is one trace: vote-ingest's server span,
  *   its statement and the hand-off (producer), the dispatcher's consumer span, claim, POST (client)
  *   and record; the receiver got the trace id in X-Webhook-Trace, the owner's delivery log shows it,
- *   and the log lines of the three apps for it carry it (the API's through a /check of the same
- *   page's trace, with its limiter and statement spans);
+ *   and the log lines of vote-ingest and the dispatcher for it carry it; a /check sent to the
+ *   public API under that trace's `traceparent` runs in a new trace (its limiter and statement
+ *   spans below its server span) that only links to the caller's span;
  * - a first attempt answered 500 and its retry are in one trace;
  * - a vote.batch job's consumer span links to each vote's context, each vote's attempt in its trace;
  * - a test event carries the trace id of the request that sent it;
@@ -150,29 +151,40 @@ describe("traces on the shared stores", () => {
     // Never the receiver's path (nor query) in an attribute.
     expect(JSON.stringify(post.attributes)).not.toContain("/hook");
 
-    // The same page checks the vote on the public API: its server span (by route template) with the
-    // limiter's and PostgreSQL's work as children.
+    // A bot checks the vote on the public API under a traceparent of its own: the public edge starts
+    // a new trace (its server span by route template, with the limiter's and PostgreSQL's work as
+    // children) and keeps the caller's span only as a link, never as its parent.
+    const callerSpan = hex(8);
     const check = await call(`${stack.api.base}/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`, {
-      headers: { authorization: bot.token, traceparent: `00-${page.traceId}-${hex(8)}-01` },
+      headers: { authorization: bot.token, traceparent: `00-${page.traceId}-${callerSpan}-01` },
     });
     expect(check.status).toBe(200);
-    const apiServer = await spanOf(
-      page.traceId,
-      "the API's server span",
-      named("botdir-api", "GET /api/v1/bots/:id/check", SPAN_KIND.server),
+    const apiServer = await waitFor(
+      () =>
+        otlp.spans.find(
+          (s) =>
+            named("botdir-api", "GET /api/v1/bots/:id/check", SPAN_KIND.server)(s) &&
+            s.links.some((l) => l.traceId === page.traceId),
+        ),
+      "the API's server span linked to the caller's",
+      30_000,
     );
+    expect(apiServer.traceId).not.toBe(page.traceId);
+    expect(apiServer.parentSpanId).toBe("");
+    expect(apiServer.links).toEqual([{ traceId: page.traceId, spanId: callerSpan }]);
     const limiter = await spanOf(
-      page.traceId,
+      apiServer.traceId,
       "the limiter",
       named("botdir-api", "redis.rate_limit", SPAN_KIND.client),
     );
     const window = await spanOf(
-      page.traceId,
+      apiServer.traceId,
       "the vote-window statement",
       named("botdir-api", "pg.vote_window", SPAN_KIND.client),
     );
     expect(limiter.parentSpanId).toBe(apiServer.spanId);
     expect(window.parentSpanId).toBe(apiServer.spanId);
+    expect(otlp.trace(page.traceId).filter((s) => s.service === "botdir-api")).toEqual([]);
 
     const log = await call(`${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries`, {
       headers: { authorization: bot.token },
@@ -181,7 +193,8 @@ describe("traces on the shared stores", () => {
 
     await waitFor(() => logLines(stack.dispatcher, page.traceId).length > 0, "the dispatcher's log line");
     expect(logLines(stack.ingest, page.traceId).map((l) => l.msg)).toContain("request");
-    expect(logLines(stack.api, page.traceId).map((l) => l.route)).toContain("/api/v1/bots/:id/check");
+    expect(logLines(stack.api, page.traceId)).toEqual([]);
+    expect(logLines(stack.api, apiServer.traceId).map((l) => l.route)).toContain("/api/v1/bots/:id/check");
     expect(logLines(stack.dispatcher, page.traceId).map((l) => l.msg)).toContain("webhook delivered");
     expect(otlp.rejected).toBe(0);
   }, 120_000);

@@ -96,7 +96,8 @@ export function createApp(deps: ApiDeps): ApiApp {
   app.set("etag", false);
   app.set("trust proxy", true);
   // Request id, log line, metrics and the `//` fix in one middleware: one Express layer per request.
-  const context = requestContext(deps.logger, metrics.http);
+  // The public edge: a caller's traceparent is a link of the request's new trace, never its parent.
+  const context = requestContext(deps.logger, metrics.http, { callerTrace: "link" });
   app.use((req, res, next) => {
     collapseSlashes(req);
     context(req, res, next);

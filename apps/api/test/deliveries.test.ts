@@ -163,6 +163,7 @@ describe("POST /api/v1/bots/{id}/webhook/deliveries/{deliveryId}/redeliver", () 
     const deliveryId = await seedDelivery(h.t.db, id, "pending", FAILED);
     const res = await redeliver(id, deliveryId, auth);
     expect(res.status).toBe(409);
+    expect(res.headers["x-botdir-conflict"]).toBe("delivery_pending");
     expect(res.body).toEqual({
       error: "The delivery is still pending; redeliver it once it is delivered or failed.",
     });

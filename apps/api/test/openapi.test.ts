@@ -62,6 +62,27 @@ describe("GET /api/v1/openapi.json", () => {
     expect(documented).toEqual(served);
   });
 
+  it("documents the X-Botdir-Conflict header on every 409", async () => {
+    const doc = (await request(app).get("/api/v1/openapi.json")).body;
+    const conflicts = Object.entries(
+      doc.paths as Record<
+        string,
+        Record<string, { responses?: Record<string, { headers?: Record<string, unknown> }> }>
+      >,
+    )
+      .flatMap(([path, item]) =>
+        Object.entries(item).map(([method, op]) => [`${method} ${path}`, op.responses?.["409"]] as const),
+      )
+      .filter(([, response]) => response !== undefined);
+    expect(conflicts.length).toBeGreaterThan(0);
+    for (const [where, response] of conflicts) {
+      expect([where, Object.keys(response?.headers ?? {})]).toEqual([
+        where,
+        expect.arrayContaining(["X-Botdir-Conflict"]),
+      ]);
+    }
+  });
+
   it("resolves every $ref to a component schema", async () => {
     const doc = (await request(app).get("/api/v1/openapi.json")).body;
     const refs = JSON.stringify(doc).match(/"\$ref":"[^"]+"/g) ?? [];

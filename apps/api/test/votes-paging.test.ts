@@ -264,6 +264,10 @@ describe("refusals of the paging parameters", () => {
       () => ({ since: "9999-12-31T23:59:59-14:00" }),
       sinceRange,
     ],
+    ["since in year 99999", () => ({ since: "99999-01-01T00:00:00Z" }), sinceRange],
+    ["since in year +010000 (expanded)", () => ({ since: "+010000-01-01T00:00:00Z" }), sinceRange],
+    ["since in year -000001 (expanded)", () => ({ since: "-000001-01-01T00:00:00Z" }), sinceRange],
+    ["since in year 0000 with milliseconds", () => ({ since: "0000-06-01T00:00:00.000Z" }), sinceRange],
     [
       "a cursor at 999999999999999 ms",
       (id: string) => ({ cursor: cursorAt(id, "999999999999999") }),

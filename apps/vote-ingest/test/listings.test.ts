@@ -138,6 +138,7 @@ describe("POST /internal/v1/bots", () => {
     const { id } = await seedBot(t.db, { status: "pending" });
     const res = await internal("post", "/internal/v1/bots").send({ id, approve: true });
     expect(res.status).toBe(409);
+    expect(res.headers["x-botdir-conflict"]).toBe("bot_exists");
     expect(res.body).toEqual({ error: "A bot with this id already exists." });
     expect((await botRow(id)).status).toBe("pending");
   });
@@ -223,6 +224,7 @@ describe("POST /internal/v1/bots/:id/token", () => {
     const { id } = await seedBot(t.db, { status: "pending" });
     const res = await internal("post", `/internal/v1/bots/${id}/token`);
     expect(res.status).toBe(409);
+    expect(res.headers["x-botdir-conflict"]).toBe("not_approved");
     expect(res.body).toEqual({ error: "The bot is not approved yet; only approved bots get a token." });
     expect((await botRow(id)).tokenHash).toBeNull();
   });

@@ -162,6 +162,26 @@ describe("GET /internal/v1/openapi.json", () => {
     expect(operationKeys()).toEqual(served);
   });
 
+  it("documents the X-Botdir-Conflict header on every 409", async () => {
+    const conflicts = Object.entries(
+      doc.paths as Record<
+        string,
+        Record<string, { responses?: Record<string, { headers?: Record<string, unknown> }> }>
+      >,
+    )
+      .flatMap(([path, item]) =>
+        Object.entries(item).map(([method, op]) => [`${method} ${path}`, op.responses?.["409"]] as const),
+      )
+      .filter(([, response]) => response !== undefined);
+    expect(conflicts.length).toBeGreaterThan(0);
+    for (const [where, response] of conflicts) {
+      expect([where, Object.keys(response?.headers ?? {})]).toEqual([
+        where,
+        expect.arrayContaining(["X-Botdir-Conflict"]),
+      ]);
+    }
+  });
+
   it("resolves every $ref to a component schema", () => {
     const refs = JSON.stringify(doc).match(/"\$ref":"[^"]+"/g) ?? [];
     expect(refs.length).toBeGreaterThan(0);

@@ -92,6 +92,7 @@ describe("POST /internal/v1/bots/:id/webhook/deliveries/:deliveryId/redeliver", 
     const before = await row(deliveryId);
     const res = await request(app).post(redeliverUrl(botId, deliveryId)).set("Authorization", INTERNAL_KEY);
     expect(res.status).toBe(409);
+    expect(res.headers["x-botdir-conflict"]).toBe("delivery_pending");
     expect(res.body).toEqual({
       error: "The delivery is still pending; redeliver it once it is delivered or failed.",
     });
@@ -124,6 +125,7 @@ describe("POST /internal/v1/bots/:id/webhook/deliveries/:deliveryId/redeliver", 
     const { botId, deliveryId } = await seedOne("failed", { webhook: false });
     const res = await request(app).post(redeliverUrl(botId, deliveryId)).set("Authorization", INTERNAL_KEY);
     expect(res.status).toBe(409);
+    expect(res.headers["x-botdir-conflict"]).toBe("no_webhook");
     expect(res.body.error).toMatch(/no webhook URL/);
     expect((await row(deliveryId))?.state).toBe("failed");
   });

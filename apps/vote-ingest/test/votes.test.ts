@@ -76,6 +76,7 @@ describe("POST /internal/v1/votes", () => {
     const second = await cast({ bot_id: bot.id, user_id: userId });
 
     expect(second.status).toBe(409);
+    expect(second.headers["x-botdir-conflict"]).toBe("already_voted");
     expect(second.body).toEqual({
       error: "The user has already voted for this bot in the last 12 hours.",
       nextVoteAt: first.body.nextVoteAt,

@@ -165,6 +165,7 @@ describe("test event", () => {
     expect(got.headers["webhook-id"]).toBe(got.headers["x-webhook-delivery"]);
     expect(verify(secret, got)).toMatchObject({ event: "webhook.test", bot_id: id, test: true });
     expect(JSON.parse(got.body)).not.toHaveProperty("user_id");
+    expect(got.headers["x-webhook-trace"]).toBe(String(got.headers["webhook-id"]).replaceAll("-", ""));
     expect(await t.db.prisma.vote.count({ where: { botId: id } })).toBe(votesBefore);
     expect(await t.db.prisma.delivery.count({ where: { botId: id } })).toBe(0);
 
@@ -181,8 +182,8 @@ describe("test event", () => {
         outcome: "delivered",
         deliveryState: "delivered",
         attemptedAt: clock.now().toISOString(),
-        // No provider is registered in this test: no trace id, no X-Webhook-Trace.
-        traceId: null,
+        // No provider is registered in this test: the trace its id names, as X-Webhook-Trace said.
+        traceId: String(got.headers["webhook-id"]).replaceAll("-", ""),
         test: true,
       },
     ]);
@@ -307,6 +308,22 @@ describe("botctl", () => {
       code: 0,
       output: { id, state: "active" },
     });
+  });
+
+  it("when botctl sends a test event, then it carries X-Webhook-Trace and its attempt in the log has that trace id", async () => {
+    const { id } = await botWithWebhook();
+    const tested = await runBotctl(["webhook", "test", id], env());
+    expect(tested.code).toBe(0);
+    const got = received.at(-1)!;
+    const traceId = got.headers["x-webhook-trace"];
+    expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+    expect(traceId).not.toBe("0".repeat(32));
+    const log = await request(app)
+      .get(`/internal/v1/bots/${id}/webhook/deliveries`)
+      .set("Authorization", KEY);
+    expect(log.body.attempts).toEqual([
+      expect.objectContaining({ deliveryId: got.headers["webhook-id"], test: true, traceId }),
+    ]);
   });
 
   it("when the webhook is a local receiver and botctl runs without WEBHOOK_ALLOW_PRIVATE_TARGETS, then the refused test names the variable", async () => {

@@ -86,8 +86,8 @@ export function redeliveryRefusal(kind: "not_found" | "pending" | "no_webhook"):
     case "not_found":
       return new ApiError("not_found", DELIVERY_MESSAGES.notFound);
     case "pending":
-      return new ApiError("conflict", DELIVERY_MESSAGES.pending);
+      return ApiError.conflict("delivery_pending", DELIVERY_MESSAGES.pending);
     case "no_webhook":
-      return new ApiError("conflict", DELIVERY_MESSAGES.noWebhook);
+      return ApiError.conflict("no_webhook", DELIVERY_MESSAGES.noWebhook);
   }
 }

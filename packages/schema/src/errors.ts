@@ -24,19 +24,49 @@ export const ERROR_STATUS = {
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
 
+/**
+ * Every 409 names its cause in this response header, so that a client tells causes apart without
+ * reading the sentence (the error body's shape is fixed by the spec). A 409 without a cause of
+ * its own is sent `conflict`.
+ */
+export const CONFLICT_HEADER = "X-Botdir-Conflict";
+export const CONFLICT_CAUSES = {
+  already_voted: "the user voted for the bot within the last 12 hours",
+  bot_exists: "a bot with this id already exists",
+  not_approved: "the bot is not approved yet",
+  no_webhook: "the bot has no webhook URL",
+  webhook_changed: "the webhook changed during the request",
+  delivery_pending: "the delivery is still pending (a redelivery already started it)",
+  conflict: "a 409 without a cause of its own",
+} as const;
+export type ConflictCause = keyof typeof CONFLICT_CAUSES;
+
 /** The one error type of the apps. The error middleware turns it into the spec's error body. */
 export class ApiError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
   /** Extra fields merged into the body, e.g. retryAfter or nextVoteAt. */
   readonly extra: Record<string, unknown>;
+  /** A 409's cause, sent in the X-Botdir-Conflict header (never in the body). */
+  readonly conflict: ConflictCause | undefined;
 
-  constructor(code: ErrorCode, message: string, extra: Record<string, unknown> = {}) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    extra: Record<string, unknown> = {},
+    options: { conflict?: ConflictCause } = {},
+  ) {
     super(message);
     this.name = "ApiError";
     this.code = code;
     this.status = ERROR_STATUS[code];
     this.extra = extra;
+    this.conflict = options.conflict;
+  }
+
+  /** A 409 with its cause. */
+  static conflict(cause: ConflictCause, message: string, extra: Record<string, unknown> = {}): ApiError {
+    return new ApiError("conflict", message, extra, { conflict: cause });
   }
 
   body(): ErrorBodyShape & Record<string, unknown> {

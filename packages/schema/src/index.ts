@@ -16,7 +16,17 @@ export {
   redeliveryRefusal,
 } from "./deliveries.js";
 export type { ErrorBodyShape, ErrorCode } from "./errors.js";
-export { ApiError, describeIssue, ERROR_STATUS, ErrorBody, MESSAGES, parseOrThrow } from "./errors.js";
+export {
+  ApiError,
+  CONFLICT_CAUSES,
+  CONFLICT_HEADER,
+  type ConflictCause,
+  describeIssue,
+  ERROR_STATUS,
+  ErrorBody,
+  MESSAGES,
+  parseOrThrow,
+} from "./errors.js";
 export { HealthBody } from "./health.js";
 export { BotId, isBotId, USER_ID_PATTERN, UserId } from "./ids.js";
 export type { DeliveryHandOff, JobDefinition, JobName } from "./jobs.js";
@@ -35,6 +45,8 @@ export {
 } from "./jobs.js";
 export type { JsonObject, SchemaSide } from "./openapi.js";
 export {
+  conflictHeaders,
+  conflictResponse,
   ERROR_COMPONENT,
   errorResponse,
   jsonContent,

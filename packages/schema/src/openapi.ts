@@ -4,6 +4,7 @@
  * schemas are JSON Schema 2020-12, so the output is used as is, minus its `$schema` line.
  */
 import { z } from "zod";
+import { CONFLICT_CAUSES, CONFLICT_HEADER, type ConflictCause } from "./errors.js";
 
 export type JsonObject = Record<string, unknown>;
 
@@ -73,4 +74,23 @@ export const ERROR_COMPONENT = "Error";
 /** A failure response: the spec's error body `{error}`, optionally with headers. */
 export function errorResponse(description: string, headers?: JsonObject): JsonObject {
   return { description, content: jsonContent(schemaRef(ERROR_COMPONENT)), ...(headers ? { headers } : {}) };
+}
+
+/**
+ * The `X-Botdir-Conflict` header of a 409 (every 409 carries it): its cause, among `causes`, so a
+ * client tells causes apart without reading the sentence.
+ */
+export function conflictHeaders(...causes: ConflictCause[]): JsonObject {
+  return {
+    [CONFLICT_HEADER]: {
+      description: `Why the request conflicts: ${causes.map((c) => `\`${c}\` (${CONFLICT_CAUSES[c]})`).join(", ")}.`,
+      required: true,
+      schema: { type: "string", enum: causes },
+    },
+  };
+}
+
+/** A 409: the error body with its `X-Botdir-Conflict` header. */
+export function conflictResponse(description: string, ...causes: ConflictCause[]): JsonObject {
+  return errorResponse(description, conflictHeaders(...causes));
 }

@@ -64,21 +64,26 @@ export function isVoteLogTime(ms: number): boolean {
   return Number.isFinite(ms) && ms >= VOTE_TIME_RANGE.min && ms <= VOTE_TIME_RANGE.max;
 }
 
+const SINCE_FORMAT = "must be an ISO 8601 date-time with a time zone, e.g. 2026-11-21T12:00:00.000Z";
+const IsoDateTime = z.iso.datetime({ offset: true });
+/** A date-time whose year has a sign or more than four digits (`99999-…`, `+010000-…`): well formed, out of range. */
+const EXPANDED_YEAR =
+  /^(?:[+-][0-9]{4,}|[0-9]{5,})-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{2}:[0-9]{2})$/;
+
+/** `since`: a date-time with a zone inside the readable years; one outside them, in any year form, is told the range. */
+function checkSince(since: string, ctx: z.RefinementCtx): void {
+  const outOfRange = { code: "custom", message: `must be ${VOTE_TIME_RANGE.text}` } as const;
+  if (EXPANDED_YEAR.test(since)) ctx.addIssue(outOfRange);
+  else if (!IsoDateTime.safeParse(since).success) ctx.addIssue({ code: "custom", message: SINCE_FORMAT });
+  else if (!isVoteLogTime(Date.parse(since))) ctx.addIssue(outOfRange);
+}
+
 /**
  * GET /votes with `since` and/or `cursor`: the votes at or after `since` and after the cursor's
  * vote (both apply when both are given), oldest first. `cursor` is opaque here; the API decodes it.
  */
 export const VotesPageQuery = z.looseObject({
-  since: z.preprocess(
-    firstValue,
-    z.iso
-      .datetime({
-        offset: true,
-        message: "must be an ISO 8601 date-time with a time zone, e.g. 2026-11-21T12:00:00.000Z",
-      })
-      .refine((since) => isVoteLogTime(Date.parse(since)), `must be ${VOTE_TIME_RANGE.text}`)
-      .optional(),
-  ),
+  since: z.preprocess(firstValue, z.string(SINCE_FORMAT).superRefine(checkSince).optional()),
   cursor: z.preprocess(
     firstValue,
     z

@@ -21,8 +21,13 @@ function scripted(steps: Step[]) {
   return { fetch, calls };
 }
 
-const json = (status: number, body: unknown) => () =>
-  new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+const json =
+  (status: number, body: unknown, headers: Record<string, string> = {}) =>
+  () =>
+    new Response(JSON.stringify(body), {
+      status,
+      headers: { "content-type": "application/json", ...headers },
+    });
 const text = (status: number, body: string) => () => new Response(body, { status });
 /** A 200 whose body fails while it is read (the connection dropped mid-body). */
 const brokenBody = () => () =>
@@ -102,13 +107,32 @@ describe("a 2xx the client cannot read or parse", () => {
 describe("redeliver", () => {
   const ID = "0b7c9e2e-4c1a-4f0e-9a51-3d2f8f1c6a10";
   const PENDING = { error: "The delivery is still pending; redeliver it once it is delivered or failed." };
+  const pending = () => json(409, PENDING, { "X-Botdir-Conflict": "delivery_pending" });
+  const noWebhook = () =>
+    json(
+      409,
+      { error: "The bot has no webhook URL; set one before redelivering." },
+      { "X-Botdir-Conflict": "no_webhook" },
+    );
 
-  it("when the first try timed out or got a 5xx and the retry gets 409, then the redelivery is reported as started", async () => {
+  it("when the first try timed out or got a 5xx and the retry gets 409 delivery_pending, then the redelivery is reported as started", async () => {
     for (const lost of [new Error("The operation was aborted due to timeout"), text(502, "Bad gateway")]) {
-      const { fetch, calls } = scripted([lost, json(409, PENDING)]);
+      const { fetch, calls } = scripted([lost, pending()]);
       expect(await client(fetch).redeliver(ID)).toEqual({ deliveryId: ID, state: "pending", series: null });
       expect(calls).toHaveLength(2);
     }
+  });
+
+  it("when the first try was lost and the retry gets a 409 of another cause (no webhook, or no X-Botdir-Conflict), then ApiError with that cause", async () => {
+    const lost = new Error("The operation was aborted due to timeout");
+    await expect(client(scripted([lost, noWebhook()]).fetch).redeliver(ID)).rejects.toMatchObject({
+      status: 409,
+      conflict: "no_webhook",
+    });
+    await expect(client(scripted([lost, json(409, PENDING)]).fetch).redeliver(ID)).rejects.toMatchObject({
+      status: 409,
+      conflict: undefined,
+    });
   });
 
   it("when the first try itself gets 409, then ApiError 409 as before", async () => {

@@ -138,7 +138,7 @@ export class BotDirClient {
   /**
    * POST …/redeliver: sends a delivered or failed delivery again (a fresh series of attempts). When
    * an attempt got no answer (a timeout or a network error) or a 5xx and the retry is told the
-   * delivery is pending (409), an earlier attempt did start it: that is reported as started, with
+   * delivery is pending (409 with `X-Botdir-Conflict: delivery_pending`), an earlier attempt did start it: that is reported as started, with
    * `series: null` (its number is unknown).
    * A 2xx it cannot read is thrown at once (`InvalidResponseError`), never retried into a second series.
    */
@@ -146,8 +146,12 @@ export class BotDirClient {
     return this.#request("POST", `/webhook/deliveries/${encodeURIComponent(deliveryId)}/redeliver`, {
       idempotent: false,
       valid: (a) => typeof a.deliveryId === "string" && typeof a.series === "number",
+      // Only a 409 that says the delivery is pending means the lost attempt started the series;
+      // any other 409 (no webhook URL, or no cause named) is thrown as it is.
       afterLostAnswer: (error) =>
-        error.status === 409 ? { deliveryId, state: "pending" as const, series: null } : undefined,
+        error.status === 409 && error.conflict === "delivery_pending"
+          ? { deliveryId, state: "pending" as const, series: null }
+          : undefined,
     });
   }
 
@@ -278,7 +282,9 @@ function apiError(response: Response, body: unknown): ApiError {
     if (typeof fromBody === "number" && Number.isFinite(fromBody)) retryAfter = fromBody;
     else if (Number.isFinite(fromHeader) && fromHeader >= 0) retryAfter = fromHeader;
   }
-  return new ApiError(response.status, message, { retryAfter, body });
+  const conflict =
+    response.status === 409 ? (response.headers.get("x-botdir-conflict") ?? undefined) : undefined;
+  return new ApiError(response.status, message, { retryAfter, body, conflict });
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

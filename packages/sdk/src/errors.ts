@@ -7,12 +7,22 @@ export class ApiError extends Error {
   readonly retryAfter: number | undefined;
   /** The parsed JSON body, when there was one. */
   readonly body: unknown;
+  /**
+   * A 409's cause, from the `X-Botdir-Conflict` header (`delivery_pending`, `no_webhook`, …; see
+   * the API reference); undefined for other statuses or when the answer did not name one.
+   */
+  readonly conflict: string | undefined;
 
-  constructor(status: number, message: string, options: { retryAfter?: number; body?: unknown } = {}) {
+  constructor(
+    status: number,
+    message: string,
+    options: { retryAfter?: number; body?: unknown; conflict?: string } = {},
+  ) {
     super(message);
     this.status = status;
     this.retryAfter = options.retryAfter;
     this.body = options.body;
+    this.conflict = options.conflict;
   }
 }
 

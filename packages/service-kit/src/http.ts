@@ -8,7 +8,7 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { createRequire } from "node:module";
 import { Server as NetServer, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
-import { ApiError, MESSAGES } from "@botdir/schema";
+import { ApiError, CONFLICT_HEADER, MESSAGES } from "@botdir/schema";
 import {
   type Context,
   context,
@@ -87,6 +87,25 @@ export function requestLog(logger: Logger, metrics?: HttpMetrics): RequestHandle
 }
 
 /**
+ * What a request's `traceparent` does. `continue` (default; internal callers such as the site): the
+ * request's server span continues it. `link` (the public edge): the request starts a new trace and
+ * keeps the caller's span only as a link of its server span where spans are exported; its ids are
+ * never used otherwise (not in the request's line, not in the work it starts), so a caller cannot
+ * choose the trace id an owner quotes to support, nor file lines under another's.
+ */
+export interface TraceEdgeOptions {
+  callerTrace?: "continue" | "link";
+}
+
+/** Requests taken at the public edge (`callerTrace: "link"`). */
+const publicEdgeRequests = new WeakSet<IncomingMessage>();
+
+/** The `traceparent` a request continues: its caller's, except at the public edge. */
+function continuedTraceparent(req: IncomingMessage): string | string[] | undefined {
+  return publicEdgeRequests.has(req) ? undefined : req.headers.traceparent;
+}
+
+/**
  * requestId and requestLog as one middleware (the hot paths pay for one Express layer, not two),
  * and the request's server span: it continues an incoming W3C `traceparent` and is named by the
  * route template when the answer is sent (`GET /api/v1/bots/:id/check`), as the metrics' route
@@ -97,10 +116,16 @@ export function requestLog(logger: Logger, metrics?: HttpMetrics): RequestHandle
  * no span or context object. The request's line (LOG_LEVEL info) carries them when they were made
  * or the request came with a `traceparent` (unexportedLineFields).
  */
-export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHandler {
+export function requestContext(
+  logger: Logger,
+  metrics?: HttpMetrics,
+  options: TraceEdgeOptions = {},
+): RequestHandler {
   const finished = onFinished(logger, metrics);
+  const linkOnly = options.callerTrace === "link";
   return (req, res, next) => {
     const start = process.hrtime.bigint();
+    if (linkOnly) publicEdgeRequests.add(req);
     assignRequestId(req, res);
     if (tracesExported()) {
       const [span, ctx] = startServerSpan(req);
@@ -122,7 +147,7 @@ export function requestContext(logger: Logger, metrics?: HttpMetrics): RequestHa
 function requestIds(res: Response): SpanContext | undefined {
   const kept = res.locals.traceIds as SpanContext | undefined;
   if (kept) return kept;
-  const ids = unrecordedServerIds(res.req.headers.traceparent);
+  const ids = unrecordedServerIds(continuedTraceparent(res.req));
   res.locals.traceIds = ids;
   return ids;
 }
@@ -158,17 +183,23 @@ export function requestTraceparent(res: Response): string | null {
  * request (docs/performance.md "What tracing costs").
  */
 export function requestKeptTraceparent(res: Response): string | null {
-  if (res.locals.trace === null && res.req.headers.traceparent === undefined) return null;
+  if (res.locals.trace === null && continuedTraceparent(res.req) === undefined) return null;
   return requestTraceparent(res);
 }
 
 /** The server span of a request, continuing its `traceparent` header when it has a valid one. */
 function startServerSpan(req: IncomingMessage): [Span, Context] {
-  const parent =
-    req.headers.traceparent === undefined ? ROOT_CONTEXT : propagation.extract(ROOT_CONTEXT, req.headers);
+  const given =
+    req.headers.traceparent === undefined ? undefined : propagation.extract(ROOT_CONTEXT, req.headers);
+  const linked = publicEdgeRequests.has(req) ? given && trace.getSpanContext(given) : undefined;
+  const parent = given === undefined || publicEdgeRequests.has(req) ? ROOT_CONTEXT : given;
   const span = startSpan(
     req.method ?? "GET",
-    { kind: SpanKind.SERVER, attributes: { "http.request.method": req.method ?? "GET" } },
+    {
+      kind: SpanKind.SERVER,
+      attributes: { "http.request.method": req.method ?? "GET" },
+      ...(linked ? { links: [{ context: linked }] } : {}),
+    },
     parent,
   );
   return [span, trace.setSpan(parent, span)];
@@ -192,9 +223,12 @@ function endServerSpan(span: Span, method: string, route: string, status: number
 export function earlyRequestContext(
   logger: Logger,
   metrics?: HttpMetrics,
+  options: TraceEdgeOptions = {},
 ): (req: IncomingMessage, res: ServerResponse, route: string, start?: bigint) => void {
   const report = reporter(logger, metrics);
+  const linkOnly = options.callerTrace === "link";
   return (req, res, route, start = process.hrtime.bigint()) => {
+    if (linkOnly) publicEdgeRequests.add(req);
     const reqId = setRequestId(req, res);
     // As requestContext: where nothing is exported the span (ids only) is made for the log line.
     const span = tracesExported() ? startServerSpan(req)[0] : undefined;
@@ -222,7 +256,7 @@ function unexportedLineFields(req: IncomingMessage, res: Response): Readonly<Rec
  * ids continuing the `traceparent` the caller sent, none when it sent none.
  */
 function givenTraceLineFields(req: IncomingMessage): Readonly<Record<string, string>> {
-  const { traceparent } = req.headers;
+  const traceparent = continuedTraceparent(req);
   return traceparent === undefined ? NO_TRACE_FIELDS : idsLogFields(unrecordedServerIds(traceparent));
 }
 
@@ -358,6 +392,8 @@ export function sendApiError(res: ServerResponse, apiError: ApiError): void {
     res.setHeader("Retry-After", String(apiError.extra.retryAfter));
   } else if (apiError.status >= 500) {
     res.setHeader("Retry-After", String(SERVER_ERROR_RETRY_AFTER_SECONDS));
+  } else if (apiError.status === 409) {
+    res.setHeader(CONFLICT_HEADER, apiError.conflict ?? "conflict");
   }
   sendJson(res, apiError.body(), apiError.status);
 }

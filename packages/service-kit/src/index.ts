@@ -45,6 +45,7 @@ export {
   scrubSecrets,
   sendApiError,
   sendJson,
+  type TraceEdgeOptions,
   toApiError,
 } from "./http.js";
 export type { CounterSeries, HttpMetrics, MetricsRegistryOptions, ScrapeSources } from "./metrics.js";

@@ -76,6 +76,17 @@ describe("checkWebhookUrl", () => {
     });
   });
 
+  it("names the schemes it accepts: https only, or http and https when private targets are allowed", async () => {
+    expect(await checkWebhookUrl("ftp://x", strict, null)).toEqual({
+      ok: false,
+      reason: "The webhook URL must use https.",
+    });
+    expect(await checkWebhookUrl("ftp://x", { allowPrivate: true }, null)).toEqual({
+      ok: false,
+      reason: "The webhook URL must use http or https.",
+    });
+  });
+
   it("refuses a host name whose DNS answer is private, and accepts a public one", async () => {
     const resolver = fixed({
       "evil.example": ["93.184.216.34", "10.0.0.1"],

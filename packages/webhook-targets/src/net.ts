@@ -86,7 +86,11 @@ export async function checkWebhookUrl(
     return { ok: false, reason: "The webhook URL is not a valid URL." };
   }
   const schemeOk = url.protocol === "https:" || (rules.allowPrivate && url.protocol === "http:");
-  if (!schemeOk) return { ok: false, reason: "The webhook URL must use https." };
+  if (!schemeOk) {
+    // The sentence names what this deployment accepts: http is refused unless private targets are allowed.
+    const accepted = rules.allowPrivate ? "http or https" : "https";
+    return { ok: false, reason: `The webhook URL must use ${accepted}.` };
+  }
   if (url.username || url.password) {
     return { ok: false, reason: "The webhook URL must not contain credentials." };
   }

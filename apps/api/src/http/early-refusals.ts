@@ -97,7 +97,7 @@ export function createEarlyRefusals(
   deps: { logger: Logger; metrics?: HttpMetrics },
   onward: (req: IncomingMessage, res: ServerResponse) => void,
 ): (req: IncomingMessage, res: ServerResponse) => void {
-  const context = earlyRequestContext(deps.logger, deps.metrics);
+  const context = earlyRequestContext(deps.logger, deps.metrics, { callerTrace: "link" });
   const refuse = (
     req: IncomingMessage,
     res: ServerResponse,

@@ -9,6 +9,7 @@ import {
   CommandsBody,
   CommandsPostBody,
   CommandsResponse,
+  conflictResponse,
   DELIVERY_MESSAGES,
   DeliveryAttemptsResponse,
   ErrorBody,
@@ -130,7 +131,9 @@ function operation(input: OperationInput): JsonObject {
     ...(authenticatedErrors(input.errors) as Record<string, JsonObject>),
   };
   for (const [status, text] of Object.entries(input.errorNotes ?? {})) {
-    responses[status] = withExample(errorResponse(text), ERROR_EXAMPLES[Number(status)]);
+    const response =
+      status === "409" ? conflictResponse(text, "delivery_pending", "no_webhook") : errorResponse(text);
+    responses[status] = withExample(response, ERROR_EXAMPLES[Number(status)]);
   }
   for (const [status, sentence] of Object.entries(input.errorExamples ?? {})) {
     const response = responses[status];

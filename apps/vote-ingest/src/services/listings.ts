@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto";
 import {
   createSecretBox,
   type Db,
+  deliveryTraceId,
   generateToken,
   generateWebhookSecret,
   hashToken,
@@ -175,7 +176,8 @@ export function createListings(deps: ListingsDeps) {
         });
         return bot;
       } catch (error) {
-        if (isUniqueViolation(error)) throw new ApiError("conflict", "A bot with this id already exists.");
+        if (isUniqueViolation(error))
+          throw ApiError.conflict("bot_exists", "A bot with this id already exists.");
         throw error;
       }
     },
@@ -201,7 +203,10 @@ export function createListings(deps: ListingsDeps) {
     async rotateToken(id: string): Promise<{ id: string; token: string }> {
       const bot = await requireBot(id);
       if (bot.status !== "approved") {
-        throw new ApiError("conflict", "The bot is not approved yet; only approved bots get a token.");
+        throw ApiError.conflict(
+          "not_approved",
+          "The bot is not approved yet; only approved bots get a token.",
+        );
       }
       const token = generateToken();
       const now = deps.clock.now();
@@ -250,7 +255,7 @@ export function createListings(deps: ListingsDeps) {
      */
     async rotateSecret(id: string): Promise<{ id: string; secret: string }> {
       const bot = await findBot(id, { webhookUrl: true, webhookSecretEncrypted: true });
-      if (!bot.webhookUrl || !bot.webhookSecretEncrypted) throw new ApiError("conflict", NO_WEBHOOK);
+      if (!bot.webhookUrl || !bot.webhookSecretEncrypted) throw ApiError.conflict("no_webhook", NO_WEBHOOK);
       if (!deps.secretBox) throw new ApiError("unavailable", NO_ENCRYPTION_KEY);
       const secret = generateWebhookSecret();
       const now = deps.clock.now();
@@ -266,14 +271,15 @@ export function createListings(deps: ListingsDeps) {
           updatedAt: now,
         },
       });
-      if (count !== 1) throw new ApiError("conflict", "The webhook changed meanwhile; retry the rotation.");
+      if (count !== 1)
+        throw ApiError.conflict("webhook_changed", "The webhook changed meanwhile; retry the rotation.");
       return { id, secret };
     },
 
     /** Re-enables a webhook disabled as dead or gone (410); an active one stays active. */
     async enableWebhook(id: string): Promise<{ id: string; state: WebhookState }> {
       const bot = await findBot(id, { webhookUrl: true });
-      if (!bot.webhookUrl) throw new ApiError("conflict", NO_WEBHOOK);
+      if (!bot.webhookUrl) throw ApiError.conflict("no_webhook", NO_WEBHOOK);
       const now = deps.clock.now();
       await prisma.bot.updateMany({
         where: { id, webhookDisabledAt: { not: null } },
@@ -294,13 +300,15 @@ export function createListings(deps: ListingsDeps) {
         webhookPreviousSecretEncrypted: true,
         webhookPreviousSecretUntil: true,
       });
-      if (!bot.webhookUrl || !bot.webhookSecretEncrypted) throw new ApiError("conflict", NO_WEBHOOK);
+      if (!bot.webhookUrl || !bot.webhookSecretEncrypted) throw ApiError.conflict("no_webhook", NO_WEBHOOK);
       if (!deps.secretBox) throw new ApiError("unavailable", NO_ENCRYPTION_KEY);
       const now = deps.clock.now();
       const testId = randomUUID();
       // Reserve the slot first, then count: concurrent tests cannot all slip under the limit.
       // The test event carries the request's trace id (X-Webhook-Trace), and its log row keeps it.
-      const traceId = activeTraceId();
+      // Sent outside a request (botctl), it carries the trace its id names, as a vote cast
+      // without a traceparent does.
+      const traceId = activeTraceId() ?? deliveryTraceId(testId);
       await prisma.testAttempt.create({ data: { id: testId, botId: id, attemptedAt: now, traceId } });
       const windowStart = new Date(now.getTime() - 60_000);
       const recent = await prisma.testAttempt.findMany({

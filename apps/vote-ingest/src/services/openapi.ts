@@ -8,6 +8,8 @@ import {
   BotId,
   CastVoteBody,
   CastVoteResponse,
+  conflictHeaders,
+  conflictResponse,
   DELIVERY_MESSAGES,
   ErrorBody,
   errorResponse,
@@ -135,6 +137,7 @@ function buildPaths(): JsonObject {
             description:
               "The user voted for this bot less than 12 hours ago; nothing was written. `nextVoteAt` is when the window reopens.",
             content: jsonContent(schemaRef("VoteConflict")),
+            headers: conflictHeaders("already_voted"),
           },
           413: "The body is larger than 4 kB: `The request body is too large.`",
           500: COMMON[500]!,
@@ -151,7 +154,10 @@ function buildPaths(): JsonObject {
         success: [201, ok("Created.", "BotSummary")],
         errors: {
           400: "`id is required.`, `id must be a bot application id (17 to 19 digits).`, `The body has an unknown field: approved.`, `Invalid JSON body.` or `Content-Type must be application/json.`",
-          409: "`A bot with this id already exists.` The existing bot is not changed.",
+          409: conflictResponse(
+            "`A bot with this id already exists.` The existing bot is not changed.",
+            "bot_exists",
+          ),
           413: "The body is larger than 16 kB: `The request body is too large.`",
           500: COMMON[500]!,
         },
@@ -184,7 +190,10 @@ function buildPaths(): JsonObject {
         withId: true,
         success: [200, ok("The new token, shown once.", "TokenResponse", noStore)],
         errors: bodilessBotErrors({
-          409: "`The bot is not approved yet; only approved bots get a token.`",
+          409: conflictResponse(
+            "`The bot is not approved yet; only approved bots get a token.`",
+            "not_approved",
+          ),
         }),
       }),
     },
@@ -232,7 +241,11 @@ function buildPaths(): JsonObject {
         success: [202, ok("The new series has started.", "RedeliverResponse", noStore)],
         errors: bodilessBotErrors({
           404: `\`Bot not found.\`, or \`${DELIVERY_MESSAGES.notFound}\`: no delivery with this id for this bot (also another bot's delivery, or an id that is not a UUID).`,
-          409: `\`${DELIVERY_MESSAGES.pending}\` or \`${DELIVERY_MESSAGES.noWebhook}\``,
+          409: conflictResponse(
+            `\`${DELIVERY_MESSAGES.pending}\` or \`${DELIVERY_MESSAGES.noWebhook}\``,
+            "delivery_pending",
+            "no_webhook",
+          ),
         }),
       }),
     },
@@ -244,7 +257,11 @@ function buildPaths(): JsonObject {
         withId: true,
         success: [200, ok("The new secret, shown once.", "SecretRotatedResponse", noStore)],
         errors: bodilessBotErrors({
-          409: "`The bot has no webhook URL configured.`",
+          409: conflictResponse(
+            "`The bot has no webhook URL configured.`, or `The webhook changed meanwhile; retry the rotation.`",
+            "no_webhook",
+            "webhook_changed",
+          ),
           503: "SECRET_ENCRYPTION_KEY is not configured on this service, so the secret cannot be stored.",
         }),
       }),
@@ -260,7 +277,7 @@ function buildPaths(): JsonObject {
           ok("The outcome of the request (200 also when it failed).", "TestEventResponse", noStore),
         ],
         errors: bodilessBotErrors({
-          409: "`The bot has no webhook URL configured.`",
+          409: conflictResponse("`The bot has no webhook URL configured.`", "no_webhook"),
           429: "More than 5 test events in the last minute: `retryAfter` seconds until the next is allowed.",
           503: "SECRET_ENCRYPTION_KEY is not configured on this service, so the secret cannot be read.",
         }),
@@ -273,7 +290,9 @@ function buildPaths(): JsonObject {
           "Re-enables a webhook the dispatcher disabled: as dead (every attempt failed for WEBHOOK_DISABLE_AFTER_MS across WEBHOOK_DISABLE_MIN_DELIVERIES deliveries) or gone (its receiver answered 410 Gone); an active webhook stays active. Failures before now no longer count.",
         withId: true,
         success: [200, ok("The webhook is active.", "WebhookEnabledResponse")],
-        errors: bodilessBotErrors({ 409: "`The bot has no webhook URL configured.`" }),
+        errors: bodilessBotErrors({
+          409: conflictResponse("`The bot has no webhook URL configured.`", "no_webhook"),
+        }),
       }),
     },
     "/internal/v1/openapi.json": {

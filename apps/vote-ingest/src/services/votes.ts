@@ -212,7 +212,7 @@ export function createVotes(deps: VotesDeps) {
         }
         // Window rows are never deleted, so a refused upsert always has one; be explicit anyway.
         if (!windowStart) throw new Error("vote refused but no vote window found");
-        throw new ApiError("conflict", ALREADY_VOTED, { nextVoteAt: nextVoteAt(windowStart) });
+        throw ApiError.conflict("already_voted", ALREADY_VOTED, { nextVoteAt: nextVoteAt(windowStart) });
       }
 
       if (row.delivery_id && deps.deliveryQueue) {

@@ -116,7 +116,11 @@ def _parse(raw: bytes) -> Tuple[bool, Any]:
         return False, None
 
 
-def read_answer(status: int, retry_after_header: Optional[str], raw: bytes) -> Any:
+#: The cause a 409 names when a redelivery already started the series.
+DELIVERY_PENDING = "delivery_pending"
+
+
+def read_answer(status: int, retry_after_header: Optional[str], raw: bytes, conflict: Optional[str] = None) -> Any:
     """The parsed body of a 2xx answer, or raises its ``ApiError``.
 
     A 2xx whose body is not a JSON object is an error too (a proxy's page, a cut answer).
@@ -142,7 +146,8 @@ def read_answer(status: int, retry_after_header: Optional[str], raw: bytes) -> A
                 value = math.nan
             if math.isfinite(value) and value >= 0:
                 retry_after = value
-    raise ApiError(status, message, retry_after=retry_after, body=parsed if ok else None)
+    cause = conflict if status == 409 and conflict else None
+    raise ApiError(status, message, retry_after=retry_after, body=parsed if ok else None, conflict=cause)
 
 
 def started_after_lost_answer(delivery_id: str) -> RedeliverResponse:

@@ -10,6 +10,7 @@ from typing import Any, AsyncIterator, List, Optional, Sequence, Type, Union
 import aiohttp
 
 from ._core import (
+    DELIVERY_PENDING,
     ClientBase,
     Query,
     Request,
@@ -129,7 +130,7 @@ class AsyncClient(ClientBase):
         """POST …/redeliver: sends a delivered or failed delivery again (a fresh series of attempts).
 
         When a try lost its answer (timeout, dropped connection, 5xx) and the retry is told 409
-        (pending), the first try started the series: that is reported as started, with ``series``
+        (``X-Botdir-Conflict: delivery_pending``), the first try started the series: that is reported as started, with ``series``
         None (its number is not known).
         """
         answer = await self._call(self._build("POST", redeliver_path(delivery_id)), lost_conflict=True)
@@ -163,6 +164,7 @@ class AsyncClient(ClientBase):
                 ) as response:
                     status = response.status
                     header = response.headers.get("retry-after")
+                    conflict = response.headers.get("x-botdir-conflict")
                     raw = await response.read()
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
                 lost = True
@@ -172,9 +174,9 @@ class AsyncClient(ClientBase):
                 await asyncio.sleep(delay)
                 continue
             try:
-                return read_answer(status, header, raw)
+                return read_answer(status, header, raw, conflict)
             except ApiError as error:
-                if lost_conflict and lost and error.status == 409:
+                if lost_conflict and lost and error.status == 409 and error.conflict == DELIVERY_PENDING:
                     return None
                 if error.status >= 500:
                     lost = True

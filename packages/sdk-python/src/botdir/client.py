@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Iterator, List, Optional, Sequence, Union
 
 from ._core import (
+    DELIVERY_PENDING,
     ClientBase,
     Query,
     Request,
@@ -117,7 +118,7 @@ class Client(ClientBase):
         """POST …/redeliver: sends a delivered or failed delivery again (a fresh series of attempts).
 
         When a try lost its answer (timeout, dropped connection, 5xx) and the retry is told 409
-        (pending), the first try started the series: that is reported as started, with ``series``
+        (``X-Botdir-Conflict: delivery_pending``), the first try started the series: that is reported as started, with ``series``
         None (its number is not known).
         """
         answer = self._call(self._build("POST", redeliver_path(delivery_id)), lost_conflict=True)
@@ -139,10 +140,12 @@ class Client(ClientBase):
                     with self._opener.open(req, timeout=self._timeout) as response:
                         status = response.status
                         header = response.headers.get("retry-after")
+                        conflict = response.headers.get("x-botdir-conflict")
                         raw = response.read()
                 except urllib.error.HTTPError as error:
                     status = error.code
                     header = error.headers.get("retry-after") if error.headers else None
+                    conflict = error.headers.get("x-botdir-conflict") if error.headers else None
                     raw = error.read()
                     error.close()
             except _NETWORK_ERRORS:
@@ -153,9 +156,9 @@ class Client(ClientBase):
                 time.sleep(delay)
                 continue
             try:
-                return read_answer(status, header, raw)
+                return read_answer(status, header, raw, conflict)
             except ApiError as error:
-                if lost_conflict and lost and error.status == 409:
+                if lost_conflict and lost and error.status == 409 and error.conflict == DELIVERY_PENDING:
                     return None
                 if error.status >= 500:
                     lost = True

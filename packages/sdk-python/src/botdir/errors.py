@@ -11,7 +11,8 @@ class ApiError(Exception):
     """A non-2xx answer of the API (or a 2xx whose body is not the JSON it should be).
 
     ``status`` is the HTTP status, ``message`` the error sentence of the body, ``retry_after``
-    the seconds until the rate-limit window resets (429 only), ``body`` the parsed JSON body.
+    the seconds until the rate-limit window resets (429 only), ``body`` the parsed JSON body,
+    ``conflict`` a 409's cause (the ``X-Botdir-Conflict`` header).
     """
 
     def __init__(
@@ -20,15 +21,22 @@ class ApiError(Exception):
         message: str,
         retry_after: Optional[float] = None,
         body: object = None,
+        conflict: Optional[str] = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.retry_after = retry_after
         self.body = body
+        #: A 409's cause, from the ``X-Botdir-Conflict`` header (``delivery_pending``, ``no_webhook``, …);
+        #: None for other statuses or when the answer named none.
+        self.conflict = conflict
 
     def __repr__(self) -> str:
-        return f"ApiError(status={self.status!r}, message={self.message!r}, retry_after={self.retry_after!r})"
+        return (
+            f"ApiError(status={self.status!r}, message={self.message!r}, retry_after={self.retry_after!r}, "
+            f"conflict={self.conflict!r})"
+        )
 
 
 #: Why ``verify_webhook`` refused a request (the same reasons as the TypeScript SDK's):

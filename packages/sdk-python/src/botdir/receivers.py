@@ -145,6 +145,8 @@ class WebhookReceiver:
         for name, value in (("tolerance", tolerance), ("handler_timeout", handler_timeout)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number of seconds >= 0")
+        if handler_timeout == 0:  # on_vote would never get to run: every vote would answer 500
+            raise ValueError("handler_timeout must be a finite number of seconds > 0")
         if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 0:
             raise ValueError("max_body must be a whole number of bytes >= 0")
         self.secret = secret

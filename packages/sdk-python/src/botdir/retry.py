@@ -58,7 +58,8 @@ def retry_policy(retry: Union[RetryPolicy, bool, None]) -> RetryPolicy:
 
 def backoff_delay(retry: int, policy: RetryPolicy, random: Callable[[], float] = _random.random) -> float:
     """Full jitter: a uniformly random wait between 0 and the exponential cap (``retry`` is 1 for the first retry)."""
-    cap = min(policy.max_delay, policy.base_delay * (2.0 ** (retry - 1)))
+    # 2.0 ** n overflows (OverflowError) past n = 1023: the exponent stops growing once the cap is reached.
+    cap = min(policy.max_delay, policy.base_delay * (2.0 ** min(retry - 1, 64)))
     return random() * cap
 
 

@@ -37,10 +37,12 @@ __all__ = [
 DEFAULT_TOLERANCE = 300
 
 SECRET_PREFIX = "whsec_"
-_BASE64 = re.compile(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$")
-_TIMESTAMP = re.compile(r"^\d{1,12}$")
-_LEGACY = re.compile(r"^sha256=[0-9a-fA-F]{64}$")
-_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+# Matched whole with fullmatch, and ASCII digits spelled out: `$` accepts a trailing newline and
+# `\d` matches any Unicode digit (int() reads "١٧٠٠" as 1700).
+_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+_LEGACY = re.compile(r"sha256=[0-9a-fA-F]{64}")
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 #: A mapping of header names to values (any letter case; aiohttp's ``request.headers``, a dict,
 #: Starlette's ``request.headers``), an ``email.message.Message`` (``http.server``'s
@@ -95,6 +97,13 @@ def _text(value: Union[str, bytes]) -> str:
     return value.decode("latin-1") if isinstance(value, bytes) else value
 
 
+def _utf8(value: str) -> bytes:
+    """A header value's bytes for hashing. aiohttp hands bytes that are not UTF-8 over as lone
+    surrogates (``\\udcff``), which strict UTF-8 cannot encode: they are kept as they came, so such
+    a value only fails to match, a 401, never an exception."""
+    return value.encode("utf-8", "surrogatepass")
+
+
 class _Headers:
     """Case-insensitive lookup; repeated headers are joined with a space."""
 
@@ -137,7 +146,7 @@ def _secrets(secret: Union[str, Sequence[str]]) -> List[str]:
 def standard_key(secret: str) -> bytes:
     """The Standard Webhooks HMAC key of a secret: the base64-decoded part after ``whsec_``."""
     encoded = secret[len(SECRET_PREFIX) :] if secret.startswith(SECRET_PREFIX) else secret
-    if encoded and _BASE64.match(encoded):
+    if encoded and _BASE64.fullmatch(encoded):
         try:
             return base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
@@ -147,7 +156,7 @@ def standard_key(secret: str) -> bytes:
 
 def standard_signature(secret: str, delivery_id: str, timestamp: int, body: bytes) -> str:
     """``v1,<base64>``: the Standard Webhooks signature of one message under one secret."""
-    message = f"{delivery_id}.{timestamp}.".encode("utf-8") + body
+    message = _utf8(f"{delivery_id}.{timestamp}.") + body
     mac = hmac.new(standard_key(secret), message, hashlib.sha256).digest()
     return "v1," + base64.b64encode(mac).decode("ascii")
 
@@ -194,7 +203,7 @@ def verify_webhook(
         delivery_id = found.get("x-webhook-delivery") or ""
         scheme = "legacy"
     trace = found.get("x-webhook-trace")
-    trace_id = trace if trace is not None and _TRACE_ID.match(trace) else None
+    trace_id = trace if trace is not None and _TRACE_ID.fullmatch(trace) else None
     return VerifiedWebhook(delivery_id, _parse_event(raw), scheme, trace_id)
 
 
@@ -207,7 +216,7 @@ def _verify_standard(
     tolerance: float,
     now: Optional[float],
 ) -> None:
-    if not _TIMESTAMP.match(timestamp):
+    if not _TIMESTAMP.fullmatch(timestamp):
         raise WebhookVerificationError("malformed_timestamp", "webhook-timestamp must be Unix seconds.")
     clock = math.floor(time.time() if now is None else now)
     if abs(clock - int(timestamp)) > tolerance:
@@ -227,7 +236,7 @@ def _verify_standard(
         if len(mac) == 32:
             candidates.append(mac)
     if candidates:
-        message = f"{delivery_id}.{timestamp}.".encode("utf-8") + body
+        message = _utf8(f"{delivery_id}.{timestamp}.") + body
         matched = False
         for secret in secrets:
             expected = hmac.new(standard_key(secret), message, hashlib.sha256).digest()
@@ -243,9 +252,9 @@ def _verify_legacy(secrets: List[str], body: bytes, headers: _Headers) -> None:
     signature = (headers.get("x-webhook-signature-256") or "").strip()
     if not signature:
         raise WebhookVerificationError("missing_signature", "The request carries no webhook signature.")
-    mac = bytes.fromhex(signature[7:]) if _LEGACY.match(signature) else None
+    mac = bytes.fromhex(signature[7:]) if _LEGACY.fullmatch(signature) else None
     authorization = headers.get("authorization") or ""
-    given = hashlib.sha256(authorization.encode("utf-8")).digest()
+    given = hashlib.sha256(_utf8(authorization)).digest()
     for secret in secrets:
         if mac is None:
             break

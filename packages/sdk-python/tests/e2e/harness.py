@@ -231,7 +231,7 @@ class ScriptedProxy:
         headers = {k: v for k, v in request.headers.items() if k.lower() in ("authorization", "content-type", "accept")}
         async with self._session.request(request.method, self.target + request.path_qs, data=body, headers=headers) as answer:
             payload = await answer.read()
-            keep = {k: v for k, v in answer.headers.items() if k.lower() in ("content-type", "retry-after")}
+            keep = {k: v for k, v in answer.headers.items() if k.lower() in ("content-type", "retry-after", "x-botdir-conflict")}
             return web.Response(status=answer.status, body=payload, headers=keep)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:

@@ -19,8 +19,8 @@ from botdir._core import read_answer, since_text
 from ..conftest import PACKAGE_ROOT
 
 
-#: One scripted answer: ``(status, body)``, or ``"drop"``.
-Step = Union[Tuple[int, Dict[str, Any]], str]
+#: One scripted answer: ``(status, body)``, ``(status, body, headers)``, or ``"drop"``.
+Step = Union[Tuple[int, Dict[str, Any]], Tuple[int, Dict[str, Any], Dict[str, str]], str]
 
 
 class ScriptedApi:
@@ -40,9 +40,11 @@ class ScriptedApi:
                 step = api._script.pop(0) if api._script else (200, {"attempts": []})
                 if isinstance(step, str):  # "drop"
                     return
-                status, body = step
+                status, body = step[0], step[1]
                 raw = json.dumps(body).encode("utf-8")
                 self.send_response(status)
+                for name, value in (step[2] if len(step) > 2 else {}).items():  # type: ignore[misc]
+                    self.send_header(name, value)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(raw)))
                 self.end_headers()
@@ -69,7 +71,14 @@ class ScriptedApi:
 
 #: Retries without waiting: the script decides what each try gets.
 NO_WAIT = RetryPolicy(base_delay=0)
-PENDING: Step = (409, {"error": "The delivery is pending."})
+PENDING: Step = (409, {"error": "The delivery is pending."}, {"X-Botdir-Conflict": "delivery_pending"})
+NO_WEBHOOK: Step = (
+    409,
+    {"error": "The bot has no webhook URL; set one before redelivering."},
+    {"X-Botdir-Conflict": "no_webhook"},
+)
+#: A 409 without the header (an older server, a proxy): its cause is not known.
+UNTOLD: Step = (409, {"error": "The delivery is pending."})
 LOST_ANSWERS: List[Step] = [(503, {"error": "The service is unavailable."}), "drop"]
 REDELIVER = ("POST", "/api/v1/bots/1/webhook/deliveries/d/redeliver")
 
@@ -102,6 +111,32 @@ async def test_when_async_redeliver_loses_its_first_answer_and_the_retry_is_told
     async with AsyncClient(base_url=api.base, token="t", bot_id="1", retry=NO_WAIT) as client:
         assert await client.redeliver("d") == {"deliveryId": "d", "state": "pending", "series": None}
     assert api.requests == [REDELIVER, REDELIVER]
+
+
+@pytest.mark.parametrize("lost", LOST_ANSWERS)
+@pytest.mark.parametrize("conflict", [NO_WEBHOOK, UNTOLD], ids=["no_webhook", "no-header"])
+def test_when_redeliver_loses_its_first_answer_and_the_retry_is_told_another_409_then_it_raises(
+    api: ScriptedApi, lost: Step, conflict: Step
+) -> None:
+    api.script(lost, conflict)
+    client = Client(base_url=api.base, token="t", bot_id="1", retry=NO_WAIT)
+    with pytest.raises(ApiError) as caught:
+        client.redeliver("d")
+    assert caught.value.status == 409
+    assert caught.value.conflict == (conflict[2]["X-Botdir-Conflict"] if len(conflict) > 2 else None)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("conflict", [NO_WEBHOOK, UNTOLD], ids=["no_webhook", "no-header"])
+async def test_when_async_redeliver_loses_its_first_answer_and_the_retry_is_told_another_409_then_it_raises(
+    api: ScriptedApi, conflict: Step
+) -> None:
+    from botdir import AsyncClient
+
+    api.script("drop", conflict)
+    async with AsyncClient(base_url=api.base, token="t", bot_id="1", retry=NO_WAIT) as client:
+        with pytest.raises(ApiError) as caught:
+            await client.redeliver("d")
+    assert caught.value.status == 409
 
 
 def test_when_the_first_try_of_redeliver_is_told_409_then_it_raises(api: ScriptedApi) -> None:
