@@ -12,7 +12,8 @@
  * Each round has its own scratch database (migrated by that checkout's start) and private Redis,
  * so two builds never share a queue. BENCH_SOAK_PG_SAMPLE=1: what the database's backends run,
  * sampled, and its tables' scan counters; BENCH_SOAK_LOG=<prefix>: what `pnpm start` printed;
- * BENCH_SOAK_ENV="NAME=value,…": more variables for the apps.
+ * BENCH_SOAK_ENV="NAME=value,…": more variables for the apps; BENCH_SOAK_HISTORY=<n>: n past
+ * delivered votes per bot with a webhook before `ANALYZE`.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -22,7 +23,7 @@ import path from "node:path";
 import { createSecretBox, hashToken } from "@botdir/db";
 import { withDatabase } from "@botdir/db/testing";
 import pg from "pg";
-import { percentile, sleep } from "./pipeline.js";
+import { percentile, seedDeliveryHistory, sleep } from "./pipeline.js";
 import {
   cpuSeconds,
   cpuSecondsBetween,
@@ -201,6 +202,10 @@ async function seed(
        INSERT INTO vote_windows (bot_id, user_id, voted_at, vote_id) SELECT bot_id, user_id, voted_at, id FROM v`,
       [tokens.map((b) => b.id)],
     );
+    // BENCH_SOAK_HISTORY=<n>: n past delivered votes per bot with a webhook before `ANALYZE` (a live
+    // directory's deliveries; default none, as a fresh `pnpm start`).
+    const history = Number(process.env.BENCH_SOAK_HISTORY ?? 0);
+    if (history > 0) await seedDeliveryHistory(client, webhookBots, history);
     await client.query("ANALYZE");
     return { webhookBots, tokens };
   } finally {
