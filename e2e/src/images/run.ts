@@ -19,9 +19,10 @@
  *   5. testcontainers for real: packages/db's and vote-ingest's jest suites with DOCKER_HOST on
  *      podman's socket (local PostgreSQL and Redis images, Ryuk disabled).
  * Prints one line per image (size, seconds to healthy) and one line of figures for the compose
- * scenario; exits 1 listing every failed check. Options: --only=facts,tour,compose,testcontainers.
+ * scenario; exits 1 listing every failed check. Options: --only=facts,tour,compose,testcontainers;
+ * --reuse keeps targets already built.
  */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { createHmac, randomBytes } from "node:crypto";
 import { readdirSync } from "node:fs";
 import { createServer } from "node:http";
@@ -410,13 +411,59 @@ function compose(args: string[], composeEnv: Record<string, string>) {
   });
 }
 
-function composeOk(args: string[], composeEnv: Record<string, string>): string {
-  const r = compose(args, composeEnv);
-  if (r.status !== 0)
-    throw new Error(
-      `docker-compose ${args.join(" ")} exited ${r.status}: ${(r.stderr || r.stdout).slice(-2000)}`,
-    );
-  return r.stdout;
+/** docker-compose without blocking the event loop (the health ticker runs meanwhile). */
+function composeOk(args: string[], composeEnv: Record<string, string>): Promise<string> {
+  const files = ["-f", "docker/compose.yml", "-f", "e2e/src/images/compose.ci.yml"];
+  const child = spawn("docker-compose", ["-p", "botdirci", ...files, ...args], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...CONTAINERS_ENV, ...composeEnv, DOCKER_HOST },
+  });
+  let out = "";
+  const collect = (c: Buffer) => {
+    out += c.toString();
+  };
+  child.stdout.on("data", collect);
+  child.stderr.on("data", collect);
+  return new Promise((resolve, reject) =>
+    child.on("exit", (code) =>
+      code === 0
+        ? resolve(out)
+        : reject(new Error(`docker-compose ${args.join(" ")} exited ${code}: ${out.slice(-2000)}`)),
+    ),
+  );
+}
+
+/**
+ * podman runs HEALTHCHECKs from systemd timers; without systemd (a container host, CI) nothing
+ * runs them and compose's `service_healthy` never comes. This ticker runs each container's check
+ * every 2 s, as the timer would, until stopped.
+ */
+function healthTicker(): { stop(): void } {
+  let stopped = false;
+  const runCheck = (name: string) =>
+    new Promise<void>((resolve) => {
+      const child = spawn("podman", ["healthcheck", "run", name], { env: env(), stdio: "ignore" });
+      child.on("exit", () => resolve());
+      child.on("error", () => resolve());
+    });
+  const tick = async () => {
+    while (!stopped) {
+      const names = podman(
+        ["ps", "--filter", "label=com.docker.compose.project=botdirci", "--format", "{{.Names}}"],
+        { allowFail: true },
+      )
+        .split("\n")
+        .filter(Boolean);
+      await Promise.all(names.map(runCheck));
+      await sleep(2_000);
+    }
+  };
+  void tick();
+  return {
+    stop: () => {
+      stopped = true;
+    },
+  };
 }
 
 const dispatchers = () =>
@@ -463,10 +510,11 @@ async function composeScenario(): Promise<void> {
     LOG_LEVEL: "warn",
   };
   const receiver = `http://127.0.0.1:${receiverPort}`;
+  const ticker = healthTicker();
   try {
     compose(["--profile", "monitoring", "down", "-v", "--remove-orphans", "-t", "0"], composeEnv);
     const t0 = Date.now();
-    composeOk(
+    await composeOk(
       ["--profile", "monitoring", "up", "-d", "--no-build", "--scale", "webhook-dispatcher=3"],
       composeEnv,
     );
@@ -551,8 +599,17 @@ async function composeScenario(): Promise<void> {
         `${second} drained in ${((Date.now() - s0) / 1000).toFixed(1)} s, exit ${podman(["inspect", "--format", "{{.State.ExitCode}}", second ?? ""])}`,
       );
       await sleep(5_000);
-      composeOk(
-        ["up", "-d", "--no-build", "--no-recreate", "--scale", "webhook-dispatcher=3", "webhook-dispatcher"],
+      await composeOk(
+        [
+          "up",
+          "-d",
+          "--no-build",
+          "--no-deps",
+          "--no-recreate",
+          "--scale",
+          "webhook-dispatcher=3",
+          "webhook-dispatcher",
+        ],
         composeEnv,
       );
       log(`dispatchers added back: ${dispatchers().length} running`);
@@ -655,6 +712,7 @@ async function composeScenario(): Promise<void> {
     check(ruleCount > 0, "Prometheus has no botdir rules loaded");
     log(`Prometheus: ${targets} app containers up, ${groups.length} rule groups (${ruleCount} rules) loaded`);
   } finally {
+    ticker.stop();
     compose(["--profile", "monitoring", "down", "-v", "--remove-orphans", "-t", "5"], composeEnv);
     await socket.stop();
   }
@@ -702,7 +760,13 @@ async function main(): Promise<number> {
   installTools(log);
   buildBases(log);
   const facts = new Map<Target, { size: number; own: number }>();
-  buildTargets();
+  // --reuse (working on this suite): keep the targets already built.
+  if (
+    !process.argv.includes("--reuse") ||
+    !TARGETS.every((t) => podmanResult(["image", "exists", image(t)]).status === 0)
+  ) {
+    buildTargets();
+  }
   if (phase("facts")) {
     for (const target of TARGETS) {
       facts.set(target, imageFacts(target));
