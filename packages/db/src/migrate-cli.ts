@@ -8,6 +8,10 @@ const url = migrationUrl(process.env);
 const name = process.env.DATABASE_DIRECT_URL ? "DATABASE_DIRECT_URL" : "DATABASE_URL";
 // libpq's multi-host form (the apps' env check refuses it with the same line): node-postgres
 // would stop here with "Invalid URL".
+if (!/^postgres(?:ql)?:\/\/[^\s]+$/.test(url) || !URL.canParse(url)) {
+  console.error(`migrate: ${name} must be a postgresql:// URL`);
+  process.exit(1);
+}
 const hosts = /^postgres(?:ql)?:\/\/([^/?#]*)/.exec(url)?.[1]?.split("@").at(-1) ?? "";
 const query = new URLSearchParams(url.split("?")[1] ?? "");
 if (hosts.includes(",") || (query.get("host") ?? "").includes(",") || query.has("target_session_attrs")) {

@@ -1,5 +1,9 @@
-// testcontainers, used only when a Docker engine answers and neither DATABASE_URL nor REDIS_URL
-// is set. Imported lazily so machines without Docker never load it.
+// testcontainers, used only when a Docker engine answers (DOCKER_HOST, or /var/run/docker.sock)
+// and neither DATABASE_URL nor REDIS_URL is set. Imported lazily so machines without Docker never
+// load it. TEST_POSTGRES_IMAGE and TEST_REDIS_IMAGE name other images (a host with no registry
+// builds local ones: docker/local/build-bases.sh); podman's Docker-compatible socket works as
+// DOCKER_HOST (pnpm test:images runs packages/db's and vote-ingest's suites that way, with
+// TESTCONTAINERS_RYUK_DISABLED=true).
 import { existsSync } from "node:fs";
 import net from "node:net";
 
@@ -40,16 +44,19 @@ export async function startContainersIfNeeded() {
   if (process.env.TEST_CONTAINERS === "0") return null;
   if (!(await dockerAnswers())) return null;
   const { GenericContainer, Wait } = await import("testcontainers");
-  const postgres = await new GenericContainer("postgres:16-alpine")
+  const postgres = await new GenericContainer(process.env.TEST_POSTGRES_IMAGE || "postgres:16-alpine")
     .withEnvironment({ POSTGRES_HOST_AUTH_METHOD: "trust" })
     .withExposedPorts(5432)
     .withWaitStrategy(Wait.forLogMessage(/database system is ready to accept connections/, 2))
     .start();
-  const redis = await new GenericContainer("redis:7-alpine")
+  const redis = await new GenericContainer(process.env.TEST_REDIS_IMAGE || "redis:7-alpine")
     .withExposedPorts(6379)
     .withWaitStrategy(Wait.forLogMessage(/Ready to accept connections/))
     .start();
   globalThis[KEY] = [postgres, redis];
+  process.stdout.write(
+    `[testcontainers] PostgreSQL ${postgres.getHost()}:${postgres.getMappedPort(5432)}, Redis ${redis.getHost()}:${redis.getMappedPort(6379)}\n`,
+  );
   return {
     databaseUrl: `postgresql://postgres@${postgres.getHost()}:${postgres.getMappedPort(5432)}/postgres`,
     redisUrl: `redis://${redis.getHost()}:${redis.getMappedPort(6379)}`,

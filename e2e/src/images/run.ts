@@ -1,0 +1,794 @@
+/**
+ * `pnpm test:images`: what operators deploy, built and run as they run it, on podman (Debian's,
+ * rootful, no registry). Installs podman, docker-compose and debootstrap when missing, builds or
+ * reuses the local base images (docker/local/build-bases.sh), builds every target of
+ * docker/Dockerfile with the local Node base as NODE_IMAGE, then:
+ *   1. image facts: size and the app's own layers (< 30 MB), user node, tini as PID 1, no npm,
+ *      npx, corepack, yarn or compiler, no package caches;
+ *   2. a bad env ends each image with one line; migrate applies every migration to an empty
+ *      database (twice: the second applies nothing);
+ *   3. the three apps with a read-only root filesystem against live stores (containers of the
+ *      local PostgreSQL and Redis images): seconds until each HEALTHCHECK passes, then an owner's
+ *      tour (botctl in the vote-ingest container, commands, stats, a vote, a signed delivery to a
+ *      receiver on the host, /check, the delivery log), then `podman stop` drains each;
+ *   4. docker/compose.yml through Debian's docker-compose on podman's Docker API socket, with the
+ *      `monitoring` profile: ~100 votes/s with webhooks and /check load while the dispatcher runs
+ *      as 3 containers, one is killed (-9), one stopped (drain), one added back; every vote answered
+ *      201 must reach the receiver, duplicates < 0.5 %, no API or vote-ingest request may fail,
+ *      Prometheus scrapes every container with the shipped rules loaded;
+ *   5. testcontainers for real: packages/db's and vote-ingest's jest suites with DOCKER_HOST on
+ *      podman's socket (local PostgreSQL and Redis images, Ryuk disabled).
+ * Prints one line per image (size, seconds to healthy) and one line of figures for the compose
+ * scenario; exits 1 listing every failed check. Options: --only=facts,tour,compose,testcontainers;
+ * --reuse keeps targets already built.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import { createHmac, randomBytes } from "node:crypto";
+import { readdirSync } from "node:fs";
+import { createServer } from "node:http";
+import { join } from "node:path";
+import { freePort } from "@botdir/test-stores";
+import { call, REPO_ROOT, sleep, waitFor } from "../processes.js";
+import { listenOnLoopback } from "../receivers.js";
+import {
+  BASES,
+  buildBases,
+  CONTAINERS_ENV,
+  DOCKER_HOST,
+  env,
+  installTools,
+  podman,
+  podmanResult,
+  startApiSocket,
+} from "./podman.js";
+
+const started = Date.now();
+const elapsed = () => ((Date.now() - started) / 1000).toFixed(1);
+const log = (line: string) => process.stdout.write(`[images ${elapsed()} s] ${line}\n`);
+const problems: string[] = [];
+const check = (ok: boolean, what: string) => {
+  if (!ok) {
+    problems.push(what);
+    log(`FAILED: ${what}`);
+  }
+  return ok;
+};
+
+const only = process.argv
+  .find((a) => a.startsWith("--only="))
+  ?.slice(7)
+  .split(",");
+const phase = (name: string) => !only || only.includes(name);
+
+const TAG = "ci";
+const PREFIX = "localhost/botdir";
+const APPS = ["api", "vote-ingest", "webhook-dispatcher"] as const;
+const TARGETS = [...APPS, "migrate"] as const;
+type Target = (typeof TARGETS)[number];
+const image = (target: Target) => `${PREFIX}/${target}:${TAG}`;
+const CA_BUNDLE = process.env.NODE_EXTRA_CA_CERTS ?? "/etc/ssl/certs/ca-certificates.crt";
+const MB = 1024 * 1024;
+
+function buildTargets(): void {
+  for (const target of TARGETS) {
+    const t0 = Date.now();
+    const args = ["build", "--format", "docker", "-f", "docker/Dockerfile", "--target", target];
+    args.push("--build-arg", `NODE_IMAGE=${BASES.node}`, "--secret", `id=npm_ca,src=${CA_BUNDLE}`);
+    args.push("-t", image(target), ".");
+    const r = spawnSync("podman", args, {
+      cwd: REPO_ROOT,
+      env: env(),
+      encoding: "utf8",
+      maxBuffer: 256 * MB,
+    });
+    if (r.status !== 0) throw new Error(`building ${target} failed: ${(r.stderr || r.stdout).slice(-3000)}`);
+    log(`built ${image(target)} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  }
+}
+
+const sizeOf = (ref: string) => Number(podman(["image", "inspect", "--format", "{{.Size}}", ref]));
+
+/** Image facts: size, own layers, user, entrypoint, nothing an attacker would want. */
+function imageFacts(target: Target): { size: number; own: number } {
+  const size = sizeOf(image(target));
+  const own = size - sizeOf(BASES.node);
+  check(own < 30 * MB, `${target}: the app's own layers are ${(own / MB).toFixed(1)} MB (limit 30 MB)`);
+  const user = podman(["image", "inspect", "--format", "{{.Config.User}}", image(target)]);
+  check(user === "node", `${target}: runs as "${user}", not node`);
+  const entrypoint = podman(["image", "inspect", "--format", "{{json .Config.Entrypoint}}", image(target)]);
+  check(entrypoint === '["/usr/bin/tini","--"]', `${target}: entrypoint ${entrypoint}, not tini`);
+  const probe = [
+    "for c in npm npx corepack yarn yarnpkg pnpm gcc cc c++ g++ make; do command -v $c; done",
+    "ls -d /usr/local/lib/node_modules /root/.npm /home/node/.npm /root/.cache /opt/yarn-* 2>/dev/null",
+    "ls /var/cache/apt/archives/*.deb 2>/dev/null",
+    "find /var/lib/apt/lists -type f ! -name lock 2>/dev/null",
+    "exit 0",
+  ].join("; ");
+  const found = podman([
+    "run",
+    "--rm",
+    "--read-only",
+    "--no-healthcheck",
+    "--entrypoint",
+    "/bin/sh",
+    image(target),
+    "-c",
+    probe,
+  ]);
+  check(found === "", `${target}: the runtime holds ${found.split("\n").join(", ")}`);
+  return { size, own };
+}
+
+/** A bad env ends the image with one line naming the variable. */
+function badEnv(target: Target): void {
+  const r = podmanResult([
+    "run",
+    "--rm",
+    "--read-only",
+    "--no-healthcheck",
+    "--network",
+    "none",
+    "-e",
+    "DATABASE_URL=not a url",
+    "-e",
+    "INTERNAL_API_KEY=short",
+    image(target),
+  ]);
+  const lines = `${r.stdout}${r.stderr}`.trim().split("\n").filter(Boolean);
+  check(r.status !== 0, `${target}: a bad env exited ${r.status}`);
+  check(
+    lines.length === 1 && /DATABASE_URL|INTERNAL_API_KEY|SECRET_ENCRYPTION_KEY/.test(lines[0] ?? ""),
+    `${target}: a bad env printed ${lines.length} lines: ${lines.slice(0, 3).join(" | ")}`,
+  );
+}
+
+interface Stores {
+  databaseUrl: string;
+  /** psql in the PostgreSQL container: the first column of the first row. */
+  query(sql: string): string;
+  redisUrl: string;
+  stop(): void;
+}
+
+/** PostgreSQL and Redis from the local store images, on the host's loopback (host network). */
+async function startStores(): Promise<Stores> {
+  const pgPort = await freePort();
+  const redisPort = await freePort();
+  const id = randomBytes(3).toString("hex");
+  const pgName = `botdir-ci-pg-${id}`;
+  const redisName = `botdir-ci-redis-${id}`;
+  podman([
+    "run",
+    "-d",
+    "--name",
+    pgName,
+    "--network",
+    "host",
+    "-e",
+    "POSTGRES_HOST_AUTH_METHOD=trust",
+    "-e",
+    "POSTGRES_DB=botdir",
+    BASES.postgres,
+    "postgres",
+    "-c",
+    "listen_addresses=127.0.0.1",
+    "-p",
+    String(pgPort),
+  ]);
+  podman([
+    "run",
+    "-d",
+    "--name",
+    redisName,
+    "--network",
+    "host",
+    BASES.redis,
+    "redis-server",
+    "--bind",
+    "127.0.0.1",
+    "--port",
+    String(redisPort),
+  ]);
+  const databaseUrl = `postgresql://postgres@127.0.0.1:${pgPort}/botdir`;
+  const query = (sql: string) =>
+    podman([
+      "exec",
+      pgName,
+      "psql",
+      "-h",
+      "127.0.0.1",
+      "-p",
+      String(pgPort),
+      "-U",
+      "postgres",
+      "-d",
+      "botdir",
+      "-tAc",
+      sql,
+    ]);
+  await waitFor(
+    () => podmanResult(["exec", pgName, "pg_isready", "-h", "127.0.0.1", "-p", String(pgPort)]).status === 0,
+    "PostgreSQL in its container",
+    60_000,
+    200,
+  );
+  return {
+    databaseUrl,
+    query,
+    redisUrl: `redis://127.0.0.1:${redisPort}`,
+    stop: () => podman(["rm", "-f", "-t", "0", pgName, redisName], { allowFail: true }) && undefined,
+  };
+}
+
+/** migrate on an empty database, then again (nothing left to apply). */
+function migrate(databaseUrl: string): boolean {
+  for (const round of ["first", "second"]) {
+    const r = podmanResult([
+      "run",
+      "--rm",
+      "--read-only",
+      "--no-healthcheck",
+      "--network",
+      "host",
+      "-e",
+      `DATABASE_URL=${databaseUrl}`,
+      image("migrate"),
+    ]);
+    if (
+      !check(
+        r.status === 0,
+        `migrate (${round} run) exited ${r.status}: ${(r.stderr || r.stdout).slice(-500)}`,
+      )
+    )
+      return false;
+  }
+  return true;
+}
+
+interface RunningApp {
+  name: string;
+  target: Target;
+  secondsToHealthy: number;
+}
+
+async function startApp(target: Target, name: string, appEnv: Record<string, string>): Promise<RunningApp> {
+  const args = ["run", "-d", "--name", name, "--read-only", "--network", "host"];
+  for (const [k, v] of Object.entries(appEnv)) args.push("-e", `${k}=${v}`);
+  const t0 = Date.now();
+  podman([...args, image(target)]);
+  await waitFor(
+    () => podmanResult(["healthcheck", "run", name]).status === 0,
+    `${name}'s HEALTHCHECK`,
+    90_000,
+    250,
+  );
+  return { name, target, secondsToHealthy: (Date.now() - t0) / 1000 };
+}
+
+const sign = (secret: string, body: Buffer) =>
+  `sha256=${createHmac("sha256", secret).update(body).digest("hex")}`;
+
+/** The apps from their images, read-only, against live stores; an owner's tour; a drain. */
+async function tour(facts: Map<Target, { size: number; own: number }>): Promise<void> {
+  const stores = await startStores();
+  const names: string[] = [];
+  const received: { headers: Record<string, string | string[] | undefined>; body: Buffer }[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      received.push({ headers: req.headers, body: Buffer.concat(chunks) });
+      res.statusCode = 204;
+      res.end();
+    });
+  });
+  const receiver = await listenOnLoopback(server);
+  try {
+    if (!migrate(stores.databaseUrl)) return;
+    const applied = stores.query("SELECT count(*) FROM _prisma_migrations WHERE finished_at IS NOT NULL");
+    const shipped = readdirSync(join(REPO_ROOT, "packages/db/prisma/migrations"), {
+      withFileTypes: true,
+    }).filter((d) => d.isDirectory()).length;
+    check(Number(applied) === shipped, `migrate applied ${applied} of ${shipped} migrations`);
+    const [apiPort, metricsPort, ingestPort, dispatcherPort] = await Promise.all([
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+    ]);
+    const internalKey = `ik_${randomBytes(16).toString("hex")}`;
+    const common = {
+      DATABASE_URL: stores.databaseUrl,
+      REDIS_URL: stores.redisUrl,
+      SECRET_ENCRYPTION_KEY: randomBytes(32).toString("hex"),
+      WEBHOOK_ALLOW_PRIVATE_TARGETS: "true",
+      LOG_LEVEL: "warn",
+    };
+    const id = randomBytes(3).toString("hex");
+    const apps = await Promise.all([
+      startApp("api", `botdir-ci-api-${id}`, {
+        ...common,
+        API_PORT: String(apiPort),
+        METRICS_PORT: String(metricsPort),
+      }),
+      startApp("vote-ingest", `botdir-ci-ingest-${id}`, {
+        ...common,
+        INGEST_PORT: String(ingestPort),
+        INTERNAL_API_KEY: internalKey,
+      }),
+      startApp("webhook-dispatcher", `botdir-ci-dispatcher-${id}`, {
+        ...common,
+        DISPATCHER_PORT: String(dispatcherPort),
+      }),
+    ]);
+    names.push(...apps.map((a) => a.name));
+    for (const app of apps) {
+      const fact = facts.get(app.target);
+      const pid1 = podman(["exec", app.name, "cat", "/proc/1/cmdline"]).split("\0")[0];
+      check(pid1 === "/usr/bin/tini", `${app.target}: PID 1 is ${pid1}`);
+      const uid = podman(["exec", app.name, "id", "-u"]);
+      check(uid === "1000", `${app.target}: runs as uid ${uid}`);
+      const write = podmanResult(["exec", app.name, "touch", "/app/x"]);
+      check(write.status !== 0, `${app.target}: the root filesystem is writable`);
+      process.stdout.write(
+        `image ${app.target}: ${((fact?.size ?? 0) / MB).toFixed(0)} MB (own layers ${((fact?.own ?? 0) / MB).toFixed(1)} MB), healthy in ${app.secondsToHealthy.toFixed(1)} s, read-only\n`,
+      );
+    }
+    const migrateFact = facts.get("migrate");
+    process.stdout.write(
+      `image migrate: ${((migrateFact?.size ?? 0) / MB).toFixed(0)} MB (own layers ${((migrateFact?.own ?? 0) / MB).toFixed(1)} MB), applied every migration to an empty database\n`,
+    );
+
+    // The owner's tour: the operator creates the bot and its token with botctl in the container.
+    const ingest = apps[1]?.name ?? "";
+    const botctl = (...args: string[]) =>
+      JSON.parse(podman(["exec", ingest, "node", "dist/botctl.js", ...args])) as Record<string, string>;
+    const botId = String(100_000_000_000_000_000n + BigInt(Date.now()));
+    check(botctl("bot", "create", botId, "--approve").status === "approved", "botctl bot create --approve");
+    const token = botctl("token", "rotate", botId).token ?? "";
+    const secret = botctl("webhook", "set", botId, `http://127.0.0.1:${receiver.port}/hook`).secret ?? "";
+    const api = `http://127.0.0.1:${apiPort}/api/v1/bots/${botId}`;
+    const auth = { authorization: token };
+    const commands = await call(`${api}/commands`, {
+      method: "PUT",
+      headers: auth,
+      body: { commands: [{ name: "ping", description: "Replies pong." }] },
+    });
+    check(commands.status === 200, `PUT commands answered ${commands.status}: ${commands.text}`);
+    const stats = await call(`${api}/stats`, { method: "POST", headers: auth, body: { server_count: 42 } });
+    check(stats.status === 200 || stats.status === 204, `POST stats answered ${stats.status}`);
+    const vote = await call(`http://127.0.0.1:${ingestPort}/internal/v1/votes`, {
+      method: "POST",
+      headers: { authorization: internalKey },
+      body: { bot_id: botId, user_id: "200000000000000001" },
+    });
+    check(vote.status === 201, `the vote answered ${vote.status}`);
+    await waitFor(() => received.length > 0, "the signed delivery", 60_000, 100);
+    const delivery = received[0];
+    check(
+      delivery?.headers["x-webhook-signature-256"] === sign(secret, delivery?.body ?? Buffer.alloc(0)),
+      "the delivery's signature does not match the webhook secret",
+    );
+    check(delivery?.headers.authorization === secret, "the delivery's Authorization is not the secret");
+    const voted = await call(`${api}/check?userId=200000000000000001`, { headers: auth });
+    check((voted.body as { voted?: number } | null)?.voted === 1, `/check answered ${voted.text}`);
+    const deliveryLog = await waitFor(
+      async () => {
+        const r = await call(`${api}/webhook/deliveries`, { headers: auth });
+        return r.text.includes("delivered") ? r : undefined;
+      },
+      "the delivery log showing the delivery",
+      30_000,
+      250,
+    );
+    check(deliveryLog.status === 200, `the delivery log answered ${deliveryLog.status}`);
+    log(
+      `owner's tour: bot ${botId}, commands, stats, a vote delivered signed to the host, /check voted, delivery log`,
+    );
+
+    // podman stop: SIGTERM through tini, the app drains and exits 0 within its grace period.
+    for (const app of apps) {
+      const t0 = Date.now();
+      podman(["stop", "-t", "30", app.name]);
+      const code = podman(["inspect", "--format", "{{.State.ExitCode}}", app.name]);
+      check(code === "0", `${app.target}: exited ${code} on podman stop`);
+      log(`${app.target} drained and stopped in ${((Date.now() - t0) / 1000).toFixed(1)} s (exit ${code})`);
+    }
+  } finally {
+    if (names.length > 0) podman(["rm", "-f", "-t", "0", ...names], { allowFail: true });
+    stores.stop();
+    await receiver.close();
+  }
+}
+
+function compose(args: string[], composeEnv: Record<string, string>) {
+  const files = ["-f", "docker/compose.yml", "-f", "e2e/src/images/compose.ci.yml"];
+  return spawnSync("docker-compose", ["-p", "botdirci", ...files, ...args], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...CONTAINERS_ENV, ...composeEnv, DOCKER_HOST },
+    encoding: "utf8",
+    maxBuffer: 64 * MB,
+  });
+}
+
+/** docker-compose without blocking the event loop (the health ticker runs meanwhile). */
+function composeOk(args: string[], composeEnv: Record<string, string>): Promise<string> {
+  const files = ["-f", "docker/compose.yml", "-f", "e2e/src/images/compose.ci.yml"];
+  const child = spawn("docker-compose", ["-p", "botdirci", ...files, ...args], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...CONTAINERS_ENV, ...composeEnv, DOCKER_HOST },
+  });
+  let out = "";
+  const collect = (c: Buffer) => {
+    out += c.toString();
+  };
+  child.stdout.on("data", collect);
+  child.stderr.on("data", collect);
+  return new Promise((resolve, reject) =>
+    child.on("exit", (code) =>
+      code === 0
+        ? resolve(out)
+        : reject(new Error(`docker-compose ${args.join(" ")} exited ${code}: ${out.slice(-2000)}`)),
+    ),
+  );
+}
+
+/**
+ * podman runs HEALTHCHECKs from systemd timers; without systemd (a container host, CI) nothing
+ * runs them and compose's `service_healthy` never comes. This ticker runs each container's check
+ * every 2 s, as the timer would, until stopped.
+ */
+function healthTicker(): { stop(): void } {
+  let stopped = false;
+  const runCheck = (name: string) =>
+    new Promise<void>((resolve) => {
+      const child = spawn("podman", ["healthcheck", "run", name], { env: env(), stdio: "ignore" });
+      child.on("exit", () => resolve());
+      child.on("error", () => resolve());
+    });
+  const tick = async () => {
+    while (!stopped) {
+      const names = podman(
+        ["ps", "--filter", "label=com.docker.compose.project=botdirci", "--format", "{{.Names}}"],
+        { allowFail: true },
+      )
+        .split("\n")
+        .filter(Boolean);
+      await Promise.all(names.map(runCheck));
+      await sleep(2_000);
+    }
+  };
+  void tick();
+  return {
+    stop: () => {
+      stopped = true;
+    },
+  };
+}
+
+const dispatchers = () =>
+  podman([
+    "ps",
+    "--filter",
+    "label=com.docker.compose.project=botdirci",
+    "--filter",
+    "label=com.docker.compose.service=webhook-dispatcher",
+    "--format",
+    "{{.Names}}",
+  ])
+    .split("\n")
+    .filter(Boolean)
+    .sort();
+
+/** The compose stack scaled, killed and drained under load. */
+async function composeScenario(): Promise<void> {
+  const socket = await startApiSocket();
+  const [apiPort, ingestPort, promPort, receiverPort] = await Promise.all([
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+  ]);
+  const internalKey = `ik_${randomBytes(16).toString("hex")}`;
+  const composeEnv = {
+    POSTGRES_IMAGE: BASES.postgres,
+    REDIS_IMAGE: BASES.redis,
+    PROMETHEUS_IMAGE: BASES.prometheus,
+    NODE_IMAGE: BASES.node,
+    RECEIVER_IMAGE: BASES.node,
+    BOTDIR_IMAGE_PREFIX: PREFIX,
+    BOTDIR_IMAGE_TAG: TAG,
+    POSTGRES_PASSWORD: randomBytes(12).toString("hex"),
+    INTERNAL_API_KEY: internalKey,
+    SECRET_ENCRYPTION_KEY: randomBytes(32).toString("hex"),
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: "true",
+    API_PUBLISH_PORT: String(apiPort),
+    INGEST_PUBLISH_PORT: String(ingestPort),
+    PROMETHEUS_PUBLISH_PORT: String(promPort),
+    RECEIVER_PUBLISH_PORT: String(receiverPort),
+    DISPATCHER_REPLICAS: "3",
+    LOG_LEVEL: "warn",
+  };
+  const receiver = `http://127.0.0.1:${receiverPort}`;
+  const ticker = healthTicker();
+  try {
+    compose(["--profile", "monitoring", "down", "-v", "--remove-orphans", "-t", "0"], composeEnv);
+    const t0 = Date.now();
+    await composeOk(
+      ["--profile", "monitoring", "up", "-d", "--no-build", "--scale", "webhook-dispatcher=3"],
+      composeEnv,
+    );
+    const migrateState = podman([
+      "ps",
+      "-a",
+      "--filter",
+      "label=com.docker.compose.service=migrate",
+      "--filter",
+      "label=com.docker.compose.project=botdirci",
+      "--format",
+      "{{.Status}}",
+    ]);
+    check(/Exited \(0\)/.test(migrateState), `migrate did not complete before the apps: ${migrateState}`);
+    await waitFor(
+      async () => (await call(`http://127.0.0.1:${apiPort}/readyz`).catch(() => null))?.status === 200,
+      "the API via compose",
+      120_000,
+      500,
+    );
+    await waitFor(
+      async () => (await call(`http://127.0.0.1:${ingestPort}/readyz`).catch(() => null))?.status === 200,
+      "vote-ingest via compose",
+      120_000,
+      500,
+    );
+    await waitFor(
+      async () => (await call(`${receiver}/stats`).catch(() => null))?.status === 200,
+      "the receiver",
+      60_000,
+      500,
+    );
+    check(dispatchers().length === 3, `${dispatchers().length} dispatcher containers, not 3`);
+    log(
+      `compose stack up in ${((Date.now() - t0) / 1000).toFixed(0)} s: postgres, redis, migrate (completed), api, vote-ingest, 3 webhook-dispatchers, prometheus, receiver`,
+    );
+
+    // Ten webhook bots, created with botctl in the vote-ingest container.
+    const ingestName =
+      podman([
+        "ps",
+        "--filter",
+        "label=com.docker.compose.project=botdirci",
+        "--filter",
+        "label=com.docker.compose.service=vote-ingest",
+        "--format",
+        "{{.Names}}",
+      ]).split("\n")[0] ?? "";
+    const bots: { id: string; token: string }[] = [];
+    const secrets: Record<string, string> = {};
+    for (let i = 0; i < 10; i++) {
+      const id = String(300_000_000_000_000_000n + BigInt(Date.now()) * 100n + BigInt(i));
+      const run = (...a: string[]) =>
+        JSON.parse(podman(["exec", ingestName, "node", "dist/botctl.js", ...a])) as Record<string, string>;
+      run("bot", "create", id, "--approve");
+      const token = run("token", "rotate", id).token ?? "";
+      secrets[id] = run("webhook", "set", id, `http://receiver:8080/hook/${id}`).secret ?? "";
+      bots.push({ id, token });
+    }
+    await call(`${receiver}/secrets`, { method: "POST", body: secrets });
+
+    // ~100 votes/s and 50 /check/s for 60 s; faults on the dispatchers meanwhile.
+    const answered = new Set<string>();
+    let voteFailures = 0;
+    let checkFailures = 0;
+    let checks = 0;
+    let n = 0;
+    const loadMs = 60_000;
+    const loadStart = Date.now();
+    const inflight = new Set<Promise<unknown>>();
+    const faults = (async () => {
+      await sleep(15_000);
+      const [first] = dispatchers();
+      log(`kill -9 ${first}`);
+      podman(["kill", "-s", "KILL", first ?? ""]);
+      await sleep(15_000);
+      const second = dispatchers().find((d) => d !== first);
+      log(`stop (drain) ${second}`);
+      const s0 = Date.now();
+      podman(["stop", "-t", "30", second ?? ""]);
+      log(
+        `${second} drained in ${((Date.now() - s0) / 1000).toFixed(1)} s, exit ${podman(["inspect", "--format", "{{.State.ExitCode}}", second ?? ""])}`,
+      );
+      await sleep(5_000);
+      await composeOk(
+        [
+          "up",
+          "-d",
+          "--no-build",
+          "--no-deps",
+          "--no-recreate",
+          "--scale",
+          "webhook-dispatcher=3",
+          "webhook-dispatcher",
+        ],
+        composeEnv,
+      );
+      log(`dispatchers added back: ${dispatchers().length} running`);
+    })();
+    while (Date.now() - loadStart < loadMs) {
+      const tick = Date.now();
+      for (let i = 0; i < 10; i++) {
+        const bot = bots[n % bots.length];
+        if (!bot) break;
+        const user = String(400_000_000_000_000_000n + BigInt(n));
+        n += 1;
+        const p = call(`http://127.0.0.1:${ingestPort}/internal/v1/votes`, {
+          method: "POST",
+          headers: { authorization: internalKey },
+          body: { bot_id: bot.id, user_id: user },
+          timeoutMs: 15_000,
+        })
+          .then((r) => {
+            if (r.status === 201) answered.add(`${bot.id} ${user}`);
+            else voteFailures += 1;
+          })
+          .catch(() => {
+            voteFailures += 1;
+          });
+        inflight.add(p);
+        p.finally(() => inflight.delete(p));
+      }
+      for (let i = 0; i < 5; i++) {
+        const bot = bots[(n + i) % bots.length];
+        if (!bot) break;
+        checks += 1;
+        const p = call(`http://127.0.0.1:${apiPort}/api/v1/bots/${bot.id}/check?userId=1${n}`, {
+          headers: { authorization: bot.token },
+          timeoutMs: 15_000,
+        })
+          .then((r) => {
+            if (r.status !== 200) checkFailures += 1;
+          })
+          .catch(() => {
+            checkFailures += 1;
+          });
+        inflight.add(p);
+        p.finally(() => inflight.delete(p));
+      }
+      await sleep(Math.max(0, 100 - (Date.now() - tick)));
+    }
+    await Promise.all(inflight);
+    await faults;
+    const loadEnd = Date.now();
+    let stats = { requests: 0, badSignature: 0, deliveries: [] as string[] };
+    await waitFor(
+      async () => {
+        stats = (await call(`${receiver}/stats`)).body as typeof stats;
+        return [...answered].every((v) => stats.deliveries.includes(v)) || undefined;
+      },
+      "every vote answered 201 delivered",
+      240_000,
+      1_000,
+    ).catch(() => undefined);
+    const drainSeconds = (Date.now() - loadEnd) / 1000;
+    const delivered = new Set(stats.deliveries);
+    const missing = [...answered].filter((v) => !delivered.has(v)).length;
+    const duplicates = stats.requests - stats.badSignature - stats.deliveries.length;
+    const dupShare = stats.requests > 0 ? duplicates / Math.max(1, stats.deliveries.length) : 0;
+    process.stdout.write(
+      `compose scenario: ${n} votes sent, ${answered.size} answered 201, ${answered.size - missing} delivered, ${missing} missing, ${Math.max(0, duplicates)} duplicates (${(dupShare * 100).toFixed(2)} %), ${stats.badSignature} bad signatures, ${checks} checks (${checkFailures} failed), ${voteFailures} votes failed, drained in ${drainSeconds.toFixed(1)} s after the load\n`,
+    );
+    check(missing === 0, `${missing} votes answered 201 were not delivered`);
+    check(dupShare < 0.005, `duplicates ${(dupShare * 100).toFixed(2)} % (limit 0.5 %)`);
+    check(stats.badSignature === 0, `${stats.badSignature} deliveries with a bad signature`);
+    check(voteFailures === 0, `${voteFailures} votes failed`);
+    check(checkFailures === 0, `${checkFailures} /check requests failed`);
+
+    // Prometheus scrapes every running app container with botdir's rules loaded.
+    const running = podman([
+      "ps",
+      "--filter",
+      "label=com.docker.compose.project=botdirci",
+      "--format",
+      "{{.Names}}",
+    ]).split("\n");
+    const appCount = running.filter((c) => /api|vote-ingest|webhook-dispatcher/.test(c)).length;
+    const targets = await waitFor(
+      async () => {
+        const r = await call(`http://127.0.0.1:${promPort}/api/v1/targets`);
+        const active = (
+          (r.body as { data?: { activeTargets?: { health: string }[] } })?.data?.activeTargets ?? []
+        ).filter((t) => t.health === "up");
+        return active.length >= appCount ? active.length : undefined;
+      },
+      `Prometheus scraping all ${appCount} app containers`,
+      90_000,
+      1_000,
+    ).catch(() => 0);
+    check(targets >= appCount, `Prometheus scrapes ${targets} of ${appCount} app containers`);
+    const rules = await call(`http://127.0.0.1:${promPort}/api/v1/rules`);
+    const groups =
+      (rules.body as { data?: { groups?: { name: string; rules: unknown[] }[] } })?.data?.groups ?? [];
+    const ruleCount = groups.reduce((sum, g) => sum + g.rules.length, 0);
+    check(ruleCount > 0, "Prometheus has no botdir rules loaded");
+    log(`Prometheus: ${targets} app containers up, ${groups.length} rule groups (${ruleCount} rules) loaded`);
+  } finally {
+    ticker.stop();
+    compose(["--profile", "monitoring", "down", "-v", "--remove-orphans", "-t", "5"], composeEnv);
+    await socket.stop();
+  }
+}
+
+/** packages/db's and vote-ingest's suites through testcontainers on podman's socket. */
+async function testcontainers(): Promise<void> {
+  const socket = await startApiSocket();
+  try {
+    for (const filter of ["@botdir/db", "@botdir/vote-ingest"]) {
+      const t0 = Date.now();
+      const childEnv: NodeJS.ProcessEnv = {
+        ...process.env,
+        ...CONTAINERS_ENV,
+        DOCKER_HOST,
+        TESTCONTAINERS_RYUK_DISABLED: "true",
+        TESTCONTAINERS_HOST_OVERRIDE: "127.0.0.1",
+        TEST_POSTGRES_IMAGE: BASES.postgres,
+        TEST_REDIS_IMAGE: BASES.redis,
+      };
+      delete childEnv.DATABASE_URL;
+      delete childEnv.REDIS_URL;
+      delete childEnv.TEST_CONTAINERS;
+      const r = spawnSync("pnpm", ["--filter", filter, "test"], {
+        cwd: REPO_ROOT,
+        env: childEnv,
+        encoding: "utf8",
+        maxBuffer: 256 * MB,
+      });
+      const out = `${r.stdout}${r.stderr}`;
+      const through = /\[testcontainers\] PostgreSQL /.test(out);
+      const tests = /Tests:\s+(.*)/.exec(out)?.[1] ?? "no test line";
+      check(through, `${filter}: the suite did not go through testcontainers`);
+      check(r.status === 0, `${filter}: the suite through testcontainers failed:\n${out.slice(-4000)}`);
+      process.stdout.write(
+        `testcontainers ${filter}: ${tests} in ${((Date.now() - t0) / 1000).toFixed(0)} s (PostgreSQL and Redis in containers of ${BASES.postgres}, ${BASES.redis})\n`,
+      );
+    }
+  } finally {
+    await socket.stop();
+  }
+}
+
+async function main(): Promise<number> {
+  installTools(log);
+  buildBases(log);
+  const facts = new Map<Target, { size: number; own: number }>();
+  // --reuse (working on this suite): keep the targets already built.
+  if (
+    !process.argv.includes("--reuse") ||
+    !TARGETS.every((t) => podmanResult(["image", "exists", image(t)]).status === 0)
+  ) {
+    buildTargets();
+  }
+  if (phase("facts")) {
+    for (const target of TARGETS) {
+      facts.set(target, imageFacts(target));
+      badEnv(target);
+    }
+  }
+  if (phase("tour")) await tour(facts);
+  if (phase("compose")) await composeScenario();
+  if (phase("testcontainers")) await testcontainers();
+  return problems.length === 0 ? 0 : 1;
+}
+
+main()
+  .catch((error: unknown) => {
+    problems.push(error instanceof Error ? error.message : String(error));
+    return 1;
+  })
+  .then((code) => {
+    process.stdout.write(
+      code === 0
+        ? `test:images: ok in ${elapsed()} s\n`
+        : `test:images: FAILED in ${elapsed()} s:\n${problems.map((p) => `  - ${p}`).join("\n")}\n`,
+    );
+    process.exit(code);
+  });
