@@ -9,6 +9,7 @@
  * votes in the queue. Nothing lives only in Redis: a dispatcher or vote-ingest killed mid-recovery
  * leaves pending rows, which the outbox relay hands off again.
  */
+import { randomBytes } from "node:crypto";
 import { type Db, markHandedOff, runningRecoveries, stepRecovery } from "@botdir/db";
 import {
   activeTraceparent,
@@ -45,8 +46,12 @@ function newTrace(previous: string | null, recovery: string | null): Promise<str
     const context = spanContextOf(tp);
     return context ? [{ context }] : [];
   });
-  return inSpan("webhook.recover.delivery", { root: true, needsTrace: true, links }, async () =>
-    activeTraceparent(),
+  return inSpan(
+    "webhook.recover.delivery",
+    { root: true, needsTrace: true, links },
+    // A new trace even in a process without a provider: the delivery's previous one must not stay.
+    async () =>
+      activeTraceparent() ?? `00-${randomBytes(16).toString("hex")}-${randomBytes(8).toString("hex")}-00`,
   );
 }
 
