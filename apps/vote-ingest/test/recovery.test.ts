@@ -5,11 +5,12 @@
  * keyset batches with a bounded number in flight, the counts, and enable with recoverSince.
  */
 import { randomUUID } from "node:crypto";
-import { randomUserId, seedBot } from "@botdir/db/testing";
+import { randomUserId, seedBot, testRedisUrl } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
 import { silentLogger } from "@botdir/service-kit/testing";
 import type { Express } from "express";
 import request from "supertest";
+import { runBotctl } from "../src/cli/botctl.js";
 import { createRecoveryDriver } from "../src/outbox/recovery.js";
 import { INTERNAL_KEY, useIngestFixture } from "./support/votes.js";
 
@@ -257,5 +258,32 @@ describe("POST /internal/v1/bots/:id/webhook/recover", () => {
       .get(`/internal/v1/bots/${botId}/webhook/recoveries/${res.body.recoveryId}`)
       .set("Authorization", INTERNAL_KEY);
     expect(got.body).toMatchObject({ state: "stopped", queued: 0 });
+  });
+
+  it("botctl webhook recover --since starts one and webhook recovery shows it; a missing --since is a usage line", async () => {
+    const botId = await botWithWebhook();
+    await vote(botId, 1, "failed");
+    const env = { DATABASE_URL: t.url, REDIS_URL: testRedisUrl() };
+    const since = new Date(Date.now() - 2 * HOUR).toISOString();
+    const started = await runBotctl(["webhook", "recover", botId, "--since", since], env);
+    expect(started).toEqual({
+      code: 0,
+      output: { recoveryId: expect.any(String), queued: expect.any(Number) },
+    });
+    const id = (started.output as { recoveryId: string }).recoveryId;
+    expect(await runBotctl(["webhook", "recovery", botId, id], env)).toMatchObject({
+      code: 0,
+      output: { recoveryId: id, state: expect.any(String) },
+    });
+    expect(await runBotctl(["webhook", "recover", botId], env)).toEqual({
+      code: 1,
+      output: {
+        error: "Missing --since. Usage: botctl webhook recover <id> --since <time> [--until <time>]",
+      },
+    });
+    expect(await runBotctl(["webhook", "recover", botId, "--since=yesterday"], env)).toEqual({
+      code: 1,
+      output: { error: "since must be an ISO 8601 date-time with a time zone within the last 14 days." },
+    });
   });
 });

@@ -184,6 +184,7 @@ describe("test event", () => {
         // No provider is registered in this test: no trace id, no X-Webhook-Trace.
         traceId: null,
         test: true,
+        recovered: false,
       },
     ]);
   });

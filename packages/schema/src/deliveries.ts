@@ -104,12 +104,9 @@ const RECOVER_TIME = `an ISO 8601 date-time with a time zone within the last ${R
 export const RecoverBody = z
   .object({
     since: z.string().meta({ description: `Start of the window (inclusive): ${RECOVER_TIME}.` }),
-    until: z
-      .string()
-      .optional()
-      .meta({
-        description: "End of the window (exclusive), after since; default now (a later time counts as now).",
-      }),
+    until: z.string().optional().meta({
+      description: "End of the window (exclusive), after since; default now (a later time counts as now).",
+    }),
   })
   .meta({ description: "The window of votes to recover, by the time they were cast." });
 export type RecoverBody = z.infer<typeof RecoverBody>;
