@@ -57,10 +57,10 @@ function newTrace(previous: string | null, recovery: string | null): Promise<str
 
 export function createRecoveryDriver(options: RecoveryDriverOptions) {
   const { db, queue, clock, logger } = options;
-  const intervalMs = options.intervalMs ?? 500;
+  const intervalMs = options.intervalMs ?? 250;
   const stepOptions = {
-    batchSize: options.batchSize ?? 500,
-    maxInFlight: options.maxInFlight ?? 500,
+    batchSize: options.batchSize ?? 100,
+    maxInFlight: options.maxInFlight ?? 100,
     newTrace,
   };
   const stats: RecoveryDriverStats = { ticks: 0, queued: 0, errors: 0 };
