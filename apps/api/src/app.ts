@@ -14,6 +14,7 @@ import { registerDeliveries } from "./routes/deliveries.js";
 import { registerDocs } from "./routes/docs.js";
 import { registerHealth } from "./routes/health.js";
 import { registerOpenApi } from "./routes/openapi.js";
+import { registerRecover } from "./routes/recover.js";
 import { registerRedeliver } from "./routes/redeliver.js";
 import { registerStats } from "./routes/stats.js";
 import { registerVotes } from "./routes/votes.js";
@@ -112,6 +113,7 @@ export function createApp(deps: ApiDeps): ApiApp {
   registerCommands(router, ctx);
   registerDeliveries(router, ctx);
   registerRedeliver(router, ctx);
+  registerRecover(router, ctx);
   registerWidget(router, ctx);
   registerHealth(router, deps);
   registerOpenApi(router);

@@ -97,6 +97,7 @@ describe("GET /api/v1/bots/{id}/webhook/deliveries", () => {
         attemptedAt: "2026-11-21T10:01:00.000Z",
         traceId: TRACE_ID,
         test: false,
+        recovered: false,
       },
       {
         deliveryId,
@@ -109,6 +110,7 @@ describe("GET /api/v1/bots/{id}/webhook/deliveries", () => {
         attemptedAt: "2026-11-21T10:00:00.000Z",
         traceId: TRACE_ID,
         test: false,
+        recovered: false,
       },
     ]);
   });

@@ -53,6 +53,12 @@ export const IngestEnv = z
     OUTBOX_RELAY_INTERVAL_MS: z.coerce.number().int().min(50).max(600_000).default(1_000),
     /** A pending delivery due this long ago without progress is handed off again (lost job). */
     OUTBOX_STALE_MS: z.coerce.number().int().min(1_000).max(86_400_000).default(60_000),
+    /** Time between the recovery driver's ticks (docs/webhooks.md "Recovering undelivered votes"). */
+    RECOVERY_INTERVAL_MS: z.coerce.number().int().min(50).max(600_000).default(250),
+    /** Votes a recovery step looks at (one keyset batch, one short transaction). */
+    RECOVERY_BATCH: z.coerce.number().int().min(1).max(10_000).default(100),
+    /** Deliveries of one recovery pending at most; its next batch waits below it. */
+    RECOVERY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(100_000).default(100),
     /** BullMQ key prefix; must be the dispatcher's QUEUE_PREFIX. */
     QUEUE_PREFIX: z.string().min(1).max(100).default(DEFAULT_QUEUE_PREFIX),
     /**

@@ -13,6 +13,7 @@ import { createApp } from "./app.js";
 import { loadEnv } from "./env.js";
 import { createIngestMetrics } from "./metrics.js";
 import { createDeliveryQueue } from "./outbox/queue.js";
+import { createRecoveryDriver } from "./outbox/recovery.js";
 import { createOutboxRelay } from "./outbox/relay.js";
 import { secretBoxFromEnv } from "./services/listings.js";
 
@@ -38,6 +39,16 @@ const relay = createOutboxRelay({
   logger,
   intervalMs: env.OUTBOX_RELAY_INTERVAL_MS,
   staleMs: env.OUTBOX_STALE_MS,
+});
+// Queues the votes of running recoveries in keyset batches (docs/webhooks.md "Recovering undelivered votes").
+const recoveries = createRecoveryDriver({
+  db,
+  queue: deliveryQueue,
+  clock: systemClock,
+  logger,
+  intervalMs: env.RECOVERY_INTERVAL_MS,
+  batchSize: env.RECOVERY_BATCH,
+  maxInFlight: env.RECOVERY_MAX_IN_FLIGHT,
 });
 
 const metrics = createIngestMetrics({ outbox: relay }, { processMetrics: true });
@@ -69,10 +80,12 @@ const service = await serveOrExit({
 });
 logger.info({ port: env.INGEST_PORT }, "vote-ingest listening");
 relay.start();
+recoveries.start();
 
 service.onShutdown(
   [
     { name: "outbox relay", run: () => relay.stop() },
+    { name: "recovery driver", run: () => recoveries.stop() },
     { name: "http", run: () => service.close() },
     { name: "delivery queue", run: () => deliveryQueue.close() },
     { name: "redis", run: () => redis.quit() },

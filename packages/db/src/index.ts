@@ -16,6 +16,22 @@ export type { Attempt, Bot, Delivery, PrismaClient, Vote, VoteWindow } from "./g
 export { BotStatus, DeliveryState, Prisma } from "./generated/prisma/client.js";
 export type { MigrationResult } from "./migrate.js";
 export { ensureDatabase, listMigrations, MIGRATIONS_DIR, migrate } from "./migrate.js";
+export type {
+  RecoveredDelivery,
+  RecoveryStateName,
+  RecoveryStep,
+  RecoveryStepOptions,
+  RecoveryView,
+  StartRecoveryResult,
+} from "./recoveries.js";
+export {
+  getRecovery,
+  markHandedOff,
+  RECOVERY_MAX_AGE_MS,
+  runningRecoveries,
+  startRecovery,
+  stepRecovery,
+} from "./recoveries.js";
 export type { SecretBox } from "./secrets.js";
 export {
   createSecretBox,

@@ -12,7 +12,16 @@ export {
   DeliveryAttempt,
   DeliveryAttemptsResponse,
   DeliveryState,
+  parseRecoverWindow,
+  RECOVERY_MAX_AGE_DAYS,
+  RECOVERY_MESSAGES,
+  RecoverBody,
+  RecoverResponse,
+  RecoveryResponse,
+  RecoveryState,
   RedeliverResponse,
+  recoveryRefusal,
+  recoveryRunning,
   redeliveryRefusal,
 } from "./deliveries.js";
 export type { ErrorBodyShape, ErrorCode } from "./errors.js";

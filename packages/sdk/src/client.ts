@@ -2,6 +2,8 @@ import type {
   Command,
   CommandsResponse,
   DeliveryAttempt,
+  RecoverResponse,
+  RecoveryResponse,
   RedeliverResponse,
   StatsResponse,
   Vote,
@@ -152,6 +154,29 @@ export class BotDirClient {
         error.status === 409 && error.conflict === "delivery_pending"
           ? { deliveryId, state: "pending" as const, series: null }
           : undefined,
+    });
+  }
+
+  /**
+   * POST /webhook/recover: sends every vote since `since` (up to `until`, default now) whose delivery
+   * did not succeed again; the window may reach back 14 days. A 409 names a recovery over an
+   * overlapping window that still runs (also the one an attempt whose answer was lost started), or
+   * says the webhook is disabled (enable it first). Not retried after a lost answer on its own:
+   * the 409 is thrown and names the recovery.
+   */
+  recover(since: Date | string, until?: Date | string): Promise<RecoverResponse> {
+    const text = (t: Date | string) => (typeof t === "string" ? t : t.toISOString());
+    return this.#request("POST", "/webhook/recover", {
+      idempotent: false,
+      body: { since: text(since), ...(until === undefined ? {} : { until: text(until) }) },
+      valid: (a) => typeof a.recoveryId === "string" && typeof a.queued === "number",
+    });
+  }
+
+  /** GET /webhook/recoveries/{id}: a recovery's counts (queued, delivered, failed, pending) and state. */
+  recovery(recoveryId: string): Promise<RecoveryResponse> {
+    return this.#request("GET", `/webhook/recoveries/${encodeURIComponent(recoveryId)}`, {
+      valid: (a) => typeof a.recoveryId === "string" && typeof a.state === "string",
     });
   }
 

@@ -8,6 +8,8 @@ import type {
   Command as CommandShape,
   CommandsResponse as CommandsResponseShape,
   DeliveryAttempt as DeliveryAttemptShape,
+  RecoverResponse as RecoverResponseShape,
+  RecoveryResponse as RecoveryResponseShape,
   RedeliverResponse as RedeliverResponseShape,
   StatsResponse as StatsResponseShape,
   VoteCheckResult as VoteCheckResultShape,
@@ -44,5 +46,9 @@ export type RedeliverResponse = {
   state: RedeliverResponseShape["state"];
   series: RedeliverResponseShape["series"] | null;
 };
+/** Answer of `recover`: the recovery's id and the number of votes it sends again. */
+export type RecoverResponse = RecoverResponseShape;
+/** A recovery's progress (`recovery`): `pending` is neither delivered nor failed yet. */
+export type RecoveryResponse = RecoveryResponseShape;
 /** The body of a `vote.create` webhook. */
 export type VoteEvent = WebhookPayload;

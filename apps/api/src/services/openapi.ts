@@ -20,6 +20,11 @@ import {
   toJsonSchema as jsonSchema,
   MESSAGES,
   openApiDocument,
+  RECOVERY_MAX_AGE_DAYS,
+  RECOVERY_MESSAGES,
+  RecoverBody,
+  RecoverResponse,
+  RecoveryResponse,
   RedeliverResponse,
   schemaRef as ref,
   StatsBody,
@@ -327,6 +332,7 @@ function buildPaths(): JsonObject {
             attemptedAt: "2026-11-21T09:16:31.002Z",
             traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
             test: false,
+            recovered: false,
           },
           {
             deliveryId: EXAMPLE_DELIVERY_ID,
@@ -339,6 +345,7 @@ function buildPaths(): JsonObject {
             attemptedAt: "2026-11-21T09:15:30.912Z",
             traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
             test: false,
+            recovered: false,
           },
         ],
       },
@@ -360,7 +367,61 @@ function buildPaths(): JsonObject {
       409: `\`${DELIVERY_MESSAGES.pending}\` or \`${DELIVERY_MESSAGES.noWebhook}\``,
     },
   });
+  const recover = operation({
+    summary: "Recover undelivered votes since a time",
+    description: `Sends \`vote.create\` again for every vote cast in [\`since\`, \`until\`) whose delivery did not succeed: a delivery that ended \`failed\` (five attempts, or \`endpoint_disabled\`) and a vote recorded with no delivery (while the webhook was disabled). A delivered vote is not sent again; a pending one is left to its own attempts. Each keeps its delivery id (a vote without one gets a new id) and starts a new trace linked to its previous one; its attempts are marked \`recovered\` in the delivery log. \`since\` may reach back ${RECOVERY_MAX_AGE_DAYS} days; \`until\` defaults to now. The votes are queued in batches (a few hundred in flight); read the progress at …/webhook/recoveries/{recoveryId}.`,
+    endpoint: "recover",
+    withId: true,
+    body: "RecoverBody",
+    response: "RecoverResponse",
+    status: 202,
+    errors: [400, 401, 404, 429, 500],
+    examples: {
+      request: { since: "2026-11-20T00:00:00Z" },
+      response: { recoveryId: "0f8d1c2e-4b5a-4c3d-9e8f-7a6b5c4d3e2f", queued: 5000 },
+    },
+    errorNotes: {
+      409: `\`${RECOVERY_MESSAGES.disabled}\`, \`${RECOVERY_MESSAGES.noWebhook}\`, or \`Recovery <id> over an overlapping window is still running.\``,
+    },
+  });
+  const recovery = operation({
+    summary: "Read a recovery's progress",
+    description:
+      "The counts of a recovery started by POST …/webhook/recover: `queued` (the votes it sends), `delivered`, `failed` and `pending` (neither yet), and its `state` (`running`, `done`, or `stopped` when the webhook was disabled or removed while it ran).",
+    endpoint: "deliveries",
+    withId: true,
+    parameters: [
+      {
+        name: "recoveryId",
+        in: "path",
+        required: true,
+        description: "The id POST …/webhook/recover answered.",
+        schema: { type: "string" },
+      },
+    ],
+    response: "RecoveryResponse",
+    errors: [401, 404, 429],
+    examples: {
+      response: {
+        recoveryId: "0f8d1c2e-4b5a-4c3d-9e8f-7a6b5c4d3e2f",
+        state: "running",
+        since: "2026-11-20T00:00:00.000Z",
+        until: "2026-11-21T09:15:30.000Z",
+        queued: 5000,
+        delivered: 4200,
+        failed: 0,
+        pending: 800,
+        createdAt: "2026-11-21T09:15:30.000Z",
+        finishedAt: null,
+      },
+    },
+    errorNotes: {
+      404: `\`Bot not found.\` as on every endpoint, or \`${RECOVERY_MESSAGES.notFound}\``,
+    },
+  });
   return {
+    "/api/v1/bots/{id}/webhook/recover": { post: recover },
+    "/api/v1/bots/{id}/webhook/recoveries/{recoveryId}": { get: recovery },
     "/api/v1/bots/{id}/commands": { put: commands, post: commandsAlias },
     "/api/v1/bots/{id}/webhook/deliveries": { get: deliveries },
     "/api/v1/bots/{id}/webhook/deliveries/{deliveryId}/redeliver": { post: redeliver },
@@ -541,6 +602,9 @@ export function buildOpenApi(): JsonObject {
       VotesPage: [VotesPage, "output"],
       DeliveryAttemptsResponse: [DeliveryAttemptsResponse, "output"],
       RedeliverResponse: [RedeliverResponse, "output"],
+      RecoverBody: [RecoverBody, "input"],
+      RecoverResponse: [RecoverResponse, "output"],
+      RecoveryResponse: [RecoveryResponse, "output"],
       Error: [ErrorBody, "output"],
       Health: [HealthBody, "output"],
       WebhookPayload: [WebhookPayload, "output"],

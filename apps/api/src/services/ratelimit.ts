@@ -19,13 +19,22 @@ import { ApiError, MESSAGES } from "@botdir/schema";
 import type { Clock, Logger, RedisClient } from "@botdir/service-kit";
 import { describeError, groupBySlot, TimeoutError, withTimeout } from "@botdir/service-kit";
 
-export const LIMITED_ENDPOINTS = ["stats", "commands", "check", "votes", "deliveries", "redeliver"] as const;
+export const LIMITED_ENDPOINTS = [
+  "stats",
+  "commands",
+  "check",
+  "votes",
+  "deliveries",
+  "redeliver",
+  "recover",
+] as const;
 export type LimitedEndpoint = (typeof LIMITED_ENDPOINTS)[number];
 export type RateLimits = Record<LimitedEndpoint, number>;
 
 /**
  * Requests per token per minute (spec, Limits; the webhook delivery log and redelivery are ours:
- * docs/api.md). Redelivery is the tightest: each one can cost the receiver five requests.
+ * docs/api.md). Redelivery is tight: each one can cost the receiver five requests. Recovery is the
+ * tightest: one call can queue every undelivered vote of two weeks.
  */
 export const DEFAULT_LIMITS: RateLimits = {
   stats: 60,
@@ -34,6 +43,7 @@ export const DEFAULT_LIMITS: RateLimits = {
   votes: 60,
   deliveries: 60,
   redeliver: 10,
+  recover: 2,
 };
 export const WINDOW_SECONDS = 60;
 /** How long a request waits for Redis before the limiter fails open. */

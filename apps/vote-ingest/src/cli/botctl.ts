@@ -29,7 +29,15 @@ const COMMANDS: [string, string][] = [
   ],
   ["webhook test <id>", "send one signed webhook.test request now; prints its outcome"],
   ["webhook redeliver <id> <deliveryId>", "five fresh attempts of a delivery, same id and body"],
-  ["webhook enable <id>", "re-enable a webhook disabled as dead or gone (410)"],
+  [
+    "webhook recover <id> --since <time> [--until <time>]",
+    "send again every vote of the window whose delivery did not succeed (14 days at most)",
+  ],
+  ["webhook recovery <id> <recoveryId>", "a recovery's counts: queued, delivered, failed, pending"],
+  [
+    "webhook enable <id> [--recover-since <time>]",
+    "re-enable a webhook disabled as dead or gone (410); and recover the votes since then",
+  ],
   ["secrets reencrypt", "re-encrypt stored webhook secrets under the current key"],
   ["vote cast <botId> <userId>", "cast a vote as the site does"],
 ];
@@ -90,7 +98,33 @@ export async function stopTelemetry(waitMs = 3_000): Promise<void> {
 }
 
 /** Flags each command accepts; any other flag is refused, so a typo cannot change the meaning. */
-const FLAGS: Record<string, string[]> = { "bot create": ["--approve"] };
+const FLAGS: Record<string, string[]> = {
+  "bot create": ["--approve"],
+  "webhook recover": ["--since", "--until"],
+  "webhook enable": ["--recover-since"],
+};
+
+/** Options that take a value (`--since <time>` or `--since=<time>`), kept as `--since=<time>`. */
+const VALUE_FLAGS = new Set(["--since", "--until", "--recover-since"]);
+
+function joinValues(argv: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    const next = argv[i + 1];
+    if (VALUE_FLAGS.has(arg) && next !== undefined && !next.startsWith("--")) {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else out.push(arg);
+  }
+  return out;
+}
+
+/** The value of `--name=<value>` among the flags, or undefined. */
+function flagValue(flags: Set<string>, name: string): string | undefined {
+  for (const flag of flags) if (flag.startsWith(`${name}=`)) return flag.slice(name.length + 1);
+  return undefined;
+}
 
 class UsageError extends Error {}
 
@@ -159,7 +193,27 @@ function commands(db: Db, env: CliEnv, progress: (line: string) => void): Record
       }
       return outcome;
     },
-    "webhook enable": (args) => listings.enableWebhook(botIdArg(args[0])),
+    "webhook enable": (args, flags) => {
+      const recoverSince = flagValue(flags, "--recover-since");
+      return listings.enableWebhook(botIdArg(args[0]), recoverSince === undefined ? {} : { recoverSince });
+    },
+    "webhook recover": (args, flags) => {
+      const since = flagValue(flags, "--since");
+      if (since === undefined) {
+        throw new UsageError(
+          "Missing --since. Usage: botctl webhook recover <id> --since <time> [--until <time>]",
+        );
+      }
+      const until = flagValue(flags, "--until");
+      return listings.recover(botIdArg(args[0]), { since, ...(until === undefined ? {} : { until }) });
+    },
+    "webhook recovery": (args) => {
+      const botId = botIdArg(args[0]);
+      if (args[1] === undefined) {
+        throw new UsageError("Missing recovery id. Usage: botctl webhook recovery <id> <recoveryId>");
+      }
+      return listings.getRecovery(botId, args[1]);
+    },
     "vote cast": (args) => {
       const botId = botIdArg(args[0]);
       if (args[1] === undefined) throw new UsageError(`Missing user id. Usage: ${USAGE}`);
@@ -205,8 +259,9 @@ export async function runBotctl(
   source?: Record<string, string | undefined>,
   progress: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
 ): Promise<{ code: number; output: unknown }> {
-  const flags = new Set(argv.filter((a) => a.startsWith("--")));
-  const words = argv.filter((a) => !a.startsWith("--"));
+  const joined = joinValues(argv);
+  const flags = new Set(joined.filter((a) => a.startsWith("--")));
+  const words = joined.filter((a) => !a.startsWith("--"));
   let db: Db | undefined;
   try {
     const env = loadCliEnv(source);
@@ -221,7 +276,7 @@ export async function runBotctl(
     const key = words.slice(0, 2).join(" ");
     const handler = table[key];
     if (!handler) throw new UsageError(`Unknown command. Usage: ${USAGE}`);
-    const unknownFlag = [...flags].find((flag) => !(FLAGS[key] ?? []).includes(flag));
+    const unknownFlag = [...flags].find((flag) => !(FLAGS[key] ?? []).includes(flag.split("=")[0] as string));
     if (unknownFlag) throw new UsageError(`Unknown option ${unknownFlag} for \`botctl ${key}\`.`);
     return { code: 0, output: await handler(words.slice(2), flags, db) };
   } catch (error) {

@@ -6,6 +6,7 @@ import { createListings } from "../services/listings.js";
 import { registerApproveBot } from "./bots/approve.js";
 import { registerCreateBot } from "./bots/create.js";
 import { registerDeliveries } from "./bots/deliveries.js";
+import { registerRecover } from "./bots/recover.js";
 import { registerRedeliver } from "./bots/redeliver.js";
 import { registerShowBot } from "./bots/show.js";
 import { registerRotateToken } from "./bots/token.js";
@@ -56,6 +57,7 @@ export function registerBotManagement(router: Router, deps: BotManagementDeps): 
   registerWebhookOwner(bots, listings);
   registerDeliveries(bots, listings);
   registerRedeliver(bots, listings);
+  registerRecover(bots, listings);
   registerShowBot(bots, listings);
 
   bots.all("/", methodNotAllowed(["POST"]));
@@ -68,6 +70,8 @@ export function registerBotManagement(router: Router, deps: BotManagementDeps): 
   bots.all("/:id/webhook/secret", methodNotAllowed(["POST"]));
   bots.all("/:id/webhook/test", methodNotAllowed(["POST"]));
   bots.all("/:id/webhook/enable", methodNotAllowed(["POST"]));
+  bots.all("/:id/webhook/recover", methodNotAllowed(["POST"]));
+  bots.all("/:id/webhook/recoveries/:recoveryId", methodNotAllowed(["GET"]));
 
   router.use(BOTS_PATH, bots);
 }

@@ -11,15 +11,27 @@ import {
   deliveryTraceId,
   generateToken,
   generateWebhookSecret,
+  getRecovery,
   hashToken,
   listRecentAttempts,
   Prisma,
+  type RecoveryView,
   redeliver,
   type SecretBox,
+  startRecovery,
   toIso,
   toIsoOrNull,
 } from "@botdir/db";
-import { ApiError, MESSAGES, type RedeliverResponse, redeliveryRefusal } from "@botdir/schema";
+import {
+  ApiError,
+  MESSAGES,
+  parseRecoverWindow,
+  RECOVERY_MESSAGES,
+  type RecoverResponse,
+  type RedeliverResponse,
+  recoveryRefusal,
+  redeliveryRefusal,
+} from "@botdir/schema";
 import {
   activeTraceId,
   activeTraceparent,
@@ -159,6 +171,22 @@ export function createListings(deps: ListingsDeps) {
 
   const requireBot = (id: string): Promise<{ status: BotStatusName }> => findBot(id, { status: true });
 
+  /** Starts a recovery of [since, until) under the bot's lock; a refusal is the spec's 409. */
+  async function recoverWindow(
+    id: string,
+    window: { since: Date; until: Date },
+    now: Date,
+  ): Promise<RecoverResponse> {
+    // A trace of its own even outside a request (botctl): every recovered delivery links to it.
+    const result = await inSpan(
+      "webhook.recover",
+      { needsTrace: true, attributes: { "botdir.bot_id": id } },
+      () => startRecovery(deps.db, id, window, now, activeTraceparent()),
+    );
+    if (result.kind !== "started") throw recoveryRefusal(result);
+    return { recoveryId: result.recoveryId, queued: result.queued };
+  }
+
   return {
     /** Submits a bot (pending), or approves it at once with `approve`. */
     async createBot(id: string, options: { approve?: boolean } = {}): Promise<BotSummary> {
@@ -276,16 +304,44 @@ export function createListings(deps: ListingsDeps) {
       return { id, secret };
     },
 
-    /** Re-enables a webhook disabled as dead or gone (410); an active one stays active. */
-    async enableWebhook(id: string): Promise<{ id: string; state: WebhookState }> {
+    /**
+     * Re-enables a webhook disabled as dead or gone (410); an active one stays active. With
+     * `recoverSince` (an ISO time, as a recovery's since) the bot's undelivered votes since then are
+     * recovered in the same call; the window is checked before anything changes.
+     */
+    async enableWebhook(
+      id: string,
+      options: { recoverSince?: unknown } = {},
+    ): Promise<{ id: string; state: WebhookState; recovery?: RecoverResponse }> {
       const bot = await findBot(id, { webhookUrl: true });
       if (!bot.webhookUrl) throw ApiError.conflict("no_webhook", NO_WEBHOOK);
       const now = deps.clock.now();
+      const window =
+        options.recoverSince === undefined ? null : parseRecoverWindow({ since: options.recoverSince }, now);
       await prisma.bot.updateMany({
         where: { id, webhookDisabledAt: { not: null } },
         data: { ...enabledAt(now), updatedAt: now },
       });
-      return { id, state: "active" };
+      if (!window) return { id, state: "active" };
+      return { id, state: "active", recovery: await recoverWindow(id, window, now) };
+    },
+
+    /**
+     * Recovers the bot's undelivered votes in [since, until): 202 with the recovery's id and count;
+     * vote-ingest's recovery driver queues them (docs/webhooks.md "Recovering undelivered votes").
+     */
+    async recover(id: string, body: unknown): Promise<RecoverResponse> {
+      await requireBot(id);
+      const now = deps.clock.now();
+      return recoverWindow(id, parseRecoverWindow(body, now), now);
+    },
+
+    /** One recovery of the bot with its counts; 404 for an unknown one or another bot's. */
+    async getRecovery(id: string, recoveryId: string): Promise<RecoveryView> {
+      await requireBot(id);
+      const view = await getRecovery(deps.db, id, recoveryId);
+      if (!view) throw new ApiError("not_found", RECOVERY_MESSAGES.notFound);
+      return view;
     },
 
     /**

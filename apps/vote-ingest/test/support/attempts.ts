@@ -125,5 +125,6 @@ export function expectedList(seeded: SeededAttempt[]) {
       // Seeded rows carry no trace (made without one, as before traces were kept).
       traceId: null,
       test: false,
+      recovered: false,
     }));
 }

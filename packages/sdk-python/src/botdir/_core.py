@@ -103,6 +103,17 @@ def since_text(since: Union[datetime, str]) -> str:
     return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
+def recover_body(since: Union[datetime, str], until: Union[datetime, str, None]) -> Dict[str, str]:
+    body = {"since": since_text(since)}
+    if until is not None:
+        body["until"] = since_text(until)
+    return body
+
+
+def recovery_path(recovery_id: str) -> str:
+    return f"/webhook/recoveries/{quote(str(recovery_id), safe='')}"
+
+
 def redeliver_path(delivery_id: str) -> str:
     return f"/webhook/deliveries/{quote(str(delivery_id), safe='')}/redeliver"
 

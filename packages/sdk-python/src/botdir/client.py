@@ -17,6 +17,8 @@ from ._core import (
     Request,
     commands_body,
     read_answer,
+    recover_body,
+    recovery_path,
     redeliver_path,
     since_text,
     started_after_lost_answer,
@@ -28,6 +30,8 @@ from .models import (
     Command,
     CommandsResponse,
     DeliveryAttempt,
+    RecoverResponse,
+    RecoveryResponse,
     RedeliverResponse,
     StatsResponse,
     Vote,
@@ -113,6 +117,26 @@ class Client(ClientBase):
         answer = self._call(self._build("GET", "/webhook/deliveries"))
         attempts: List[DeliveryAttempt] = answer["attempts"]
         return attempts
+
+    def recover(
+        self, since: Union[datetime, str], until: Union[datetime, str, None] = None
+    ) -> RecoverResponse:
+        """POST /webhook/recover: sends every vote since ``since`` (up to ``until``, default now) whose
+        delivery did not succeed again; the window may reach back 14 days.
+
+        Answers the recovery's id and the number of votes queued. A 409 names a recovery over an
+        overlapping window that still runs (also the one a lost answer's try started), or says the
+        webhook is disabled (enable it first).
+        """
+        answer: RecoverResponse = self._call(
+            self._build("POST", "/webhook/recover", body=recover_body(since, until))
+        )
+        return answer
+
+    def recovery(self, recovery_id: str) -> RecoveryResponse:
+        """GET /webhook/recoveries/{id}: a recovery's counts (queued, delivered, failed, pending)."""
+        answer: RecoveryResponse = self._call(self._build("GET", recovery_path(recovery_id)))
+        return answer
 
     def redeliver(self, delivery_id: str) -> RedeliverResponse:
         """POST …/redeliver: sends a delivered or failed delivery again (a fresh series of attempts).

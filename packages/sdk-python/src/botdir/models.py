@@ -103,6 +103,8 @@ class DeliveryAttempt(TypedDict):
     traceId: Optional[str]
     """The trace the attempt belongs to (32 lowercase hex), as ``X-Webhook-Trace`` carried it; quote it to support."""
     test: bool
+    recovered: bool
+    """True for an attempt of the series a recovery (``recover``) started."""
 
 
 class DeliveryAttemptsResponse(TypedDict):
@@ -120,6 +122,28 @@ class RedeliverResponse(TypedDict):
     deliveryId: str
     state: Literal["pending", "delivered", "failed"]
     series: Optional[int]
+
+
+class RecoverResponse(TypedDict):
+    """Answer of ``recover``: the recovery's id and the number of votes it sends again."""
+
+    recoveryId: str
+    queued: int
+
+
+class RecoveryResponse(TypedDict):
+    """A recovery's progress (``recovery``): ``pending`` is neither delivered nor failed yet."""
+
+    recoveryId: str
+    state: Literal["running", "done", "stopped"]
+    since: str
+    until: str
+    queued: int
+    delivered: int
+    failed: int
+    pending: int
+    createdAt: str
+    finishedAt: Optional[str]
 
 
 class _ErrorBodyRequired(TypedDict):

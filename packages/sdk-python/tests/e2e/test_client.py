@@ -203,3 +203,51 @@ async def test_a_redeliver_whose_answer_was_lost_reports_it_started_with_no_seri
     # The two tries, and no read of the delivery log.
     assert proxy.to(bot["id"]) == ["202→503", 409]
     recorder.hold.clear()
+
+
+async def test_recover_sends_the_votes_recorded_without_a_delivery_and_recovery_counts_them(
+    stack: Stack, recorder: Recorder, make: Callable[..., Either]
+) -> None:
+    bot = stack.webhook_bot(recorder.url("/recover"), "whsec_" + "3c" * 32)
+    client = make(stack.api, bot)
+    # Two votes recorded with no delivery (as while the webhook was disabled).
+    start = datetime.now(timezone.utc) - timedelta(hours=2)
+    stack.rpc("seedVotes", botId=bot["id"], startMs=start.timestamp() * 1000, stepMs=60_000, count=2)
+
+    started = await client.call("recover", start - timedelta(minutes=1))
+    assert started == {"recoveryId": started["recoveryId"], "queued": 2}
+    wait_for(lambda: len(recorder.requests) == 2, "the recovered votes")
+
+    def done() -> Any:
+        answer = stack_recovery(stack, bot, started["recoveryId"])
+        return answer if answer["state"] == "done" else None
+
+    wait_for(done, "the recovery to end")
+    counts = await client.call("recovery", started["recoveryId"])
+    assert {k: counts[k] for k in ("state", "queued", "delivered", "failed", "pending")} == {
+        "state": "done",
+        "queued": 2,
+        "delivered": 2,
+        "failed": 0,
+        "pending": 0,
+    }
+    attempts = await client.call("webhook_deliveries")
+    assert [a["recovered"] for a in attempts] == [True, True]
+
+
+async def test_recover_refuses_a_window_older_than_14_days_with_one_sentence(
+    stack: Stack, make: Callable[..., Either]
+) -> None:
+    bot = stack.webhook_bot("http://127.0.0.1:9/hook", "whsec_" + "4d" * 32)
+    error = await error_of(make(stack.api, bot), "recover", datetime.now(timezone.utc) - timedelta(days=15))
+    assert (error.status, error.message) == (
+        400,
+        "since must be an ISO 8601 date-time with a time zone within the last 14 days.",
+    )
+
+
+def stack_recovery(stack: Stack, bot: Dict[str, str], recovery_id: str) -> Dict[str, Any]:
+    status, body = stack.internal("GET", f"/internal/v1/bots/{bot['id']}/webhook/recoveries/{recovery_id}")
+    assert status == 200, (status, body)
+    found: Dict[str, Any] = body
+    return found

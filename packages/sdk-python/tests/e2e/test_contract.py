@@ -13,6 +13,8 @@ from botdir import (
     CommandsResponse,
     DeliveryAttempt,
     ErrorBody,
+    RecoverResponse,
+    RecoveryResponse,
     RedeliverResponse,
     StatsBody,
     StatsResponse,
@@ -52,6 +54,8 @@ def test_answers_and_the_event_match_the_document(schemas: Dict[str, Any]) -> No
         (DeliveryAttemptsResponse, schemas["DeliveryAttemptsResponse"]),
         (DeliveryAttempt, schemas["DeliveryAttemptsResponse"]["properties"]["attempts"]["items"]),
         (RedeliverResponse, series_may_be_null(schemas["RedeliverResponse"])),
+        (RecoverResponse, schemas["RecoverResponse"]),
+        (RecoveryResponse, schemas["RecoveryResponse"]),
         (ErrorBody, schemas["Error"]),
         (VoteEvent, schemas["WebhookPayload"]),
     ]

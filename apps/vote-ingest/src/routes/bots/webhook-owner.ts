@@ -6,7 +6,8 @@ import { botIdParam } from "./params.js";
 /**
  * POST /internal/v1/bots/:id/webhook/secret rotates the secret (shown once; the previous one signs
  * beside it for the overlap), …/webhook/test sends one signed `webhook.test` request now and answers
- * with its outcome, …/webhook/enable re-enables a webhook disabled as dead or gone (410).
+ * with its outcome, …/webhook/enable re-enables a webhook disabled as dead or gone (410), and with {recoverSince}
+ * recovers its undelivered votes since then.
  */
 export function registerWebhookOwner(router: Router, listings: Listings): void {
   router.post("/:id/webhook/secret", async (req, res) => {
@@ -22,6 +23,16 @@ export function registerWebhookOwner(router: Router, listings: Listings): void {
   });
 
   router.post("/:id/webhook/enable", async (req, res) => {
-    res.json(await listings.enableWebhook(botIdParam(req)));
+    // An optional body {recoverSince}: re-enable and recover the votes since then in one call.
+    const body: unknown = req.body;
+    const recoverSince =
+      body && typeof body === "object" && !Array.isArray(body)
+        ? (body as Record<string, unknown>).recoverSince
+        : undefined;
+    res.json(
+      await inContext(requestTrace(res), () =>
+        listings.enableWebhook(botIdParam(req), recoverSince === undefined ? {} : { recoverSince }),
+      ),
+    );
   });
 }
