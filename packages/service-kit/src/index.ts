@@ -103,4 +103,4 @@ export {
   tracer,
   tracesExported,
 } from "./telemetry.js";
-export { TimeoutError, withTimeout } from "./timeout.js";
+export { TimeoutError, withLoopTimeout, withTimeout } from "./timeout.js";

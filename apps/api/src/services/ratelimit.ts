@@ -4,7 +4,7 @@
  * the window). The requests of one event-loop turn share one Redis round trip: their keys go to one
  * Lua call (createBatcher, @botdir/batcher) that increments each and returns its count and remaining
  * milliseconds — one call per hash slot on a Redis Cluster. Every API replica counts in the same
- * keys, so a token's limit holds across replicas. When Redis is down or slower than `timeoutMs`, the limiter fails open: the request
+ * keys, so a token's limit holds across replicas. When Redis is down or slower than `timeoutMs` (measured by withLoopTimeout: a reply that arrived while our own event loop was busy wins over a late timer), the limiter fails open: the request
  * goes through (and is still authenticated by the caller), and the event is logged without any key
  * or token.
  *
@@ -17,7 +17,7 @@ import type { ServerResponse } from "node:http";
 import { type BatchLimits, createBatcher, DEFAULT_BATCH_LIMITS } from "@botdir/batcher";
 import { ApiError, MESSAGES } from "@botdir/schema";
 import type { Clock, Logger, RedisClient } from "@botdir/service-kit";
-import { describeError, groupBySlot, TimeoutError, withTimeout } from "@botdir/service-kit";
+import { describeError, groupBySlot, TimeoutError, withLoopTimeout } from "@botdir/service-kit";
 
 export const LIMITED_ENDPOINTS = [
   "stats",
@@ -161,7 +161,7 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
       await Promise.all(
         groups.map(async (group) => {
           try {
-            const flat = await withTimeout(
+            const flat = await withLoopTimeout(
               redis.botdirConsumeWindows(
                 group.length,
                 ...group.map((i) => (inputs[i] as { key: string }).key),
