@@ -8,8 +8,6 @@ import {
   BotId,
   CastVoteBody,
   CastVoteResponse,
-  conflictHeaders,
-  conflictResponse,
   DELIVERY_MESSAGES,
   ErrorBody,
   errorResponse,
@@ -17,6 +15,8 @@ import {
   type JsonObject,
   jsonContent,
   openApiDocument,
+  RECOVERY_MAX_AGE_DAYS,
+  RECOVERY_MESSAGES,
   schemaRef,
   toJsonSchema,
   VoteConflict,
@@ -26,6 +26,9 @@ import {
   DeliveryAttemptsResponse,
   Listing,
   BotSummary as ListingSummary,
+  RecoverBody,
+  RecoverResponse,
+  RecoveryResponse,
   RedeliverResponse,
   SecretRotatedResponse,
   SetWebhookBody,
@@ -137,7 +140,6 @@ function buildPaths(): JsonObject {
             description:
               "The user voted for this bot less than 12 hours ago; nothing was written. `nextVoteAt` is when the window reopens.",
             content: jsonContent(schemaRef("VoteConflict")),
-            headers: conflictHeaders("already_voted"),
           },
           413: "The body is larger than 4 kB: `The request body is too large.`",
           500: COMMON[500]!,
@@ -154,10 +156,7 @@ function buildPaths(): JsonObject {
         success: [201, ok("Created.", "BotSummary")],
         errors: {
           400: "`id is required.`, `id must be a bot application id (17 to 19 digits).`, `The body has an unknown field: approved.`, `Invalid JSON body.` or `Content-Type must be application/json.`",
-          409: conflictResponse(
-            "`A bot with this id already exists.` The existing bot is not changed.",
-            "bot_exists",
-          ),
+          409: "`A bot with this id already exists.` The existing bot is not changed.",
           413: "The body is larger than 16 kB: `The request body is too large.`",
           500: COMMON[500]!,
         },
@@ -190,10 +189,7 @@ function buildPaths(): JsonObject {
         withId: true,
         success: [200, ok("The new token, shown once.", "TokenResponse", noStore)],
         errors: bodilessBotErrors({
-          409: conflictResponse(
-            "`The bot is not approved yet; only approved bots get a token.`",
-            "not_approved",
-          ),
+          409: "`The bot is not approved yet; only approved bots get a token.`",
         }),
       }),
     },
@@ -241,12 +237,43 @@ function buildPaths(): JsonObject {
         success: [202, ok("The new series has started.", "RedeliverResponse", noStore)],
         errors: bodilessBotErrors({
           404: `\`Bot not found.\`, or \`${DELIVERY_MESSAGES.notFound}\`: no delivery with this id for this bot (also another bot's delivery, or an id that is not a UUID).`,
-          409: conflictResponse(
-            `\`${DELIVERY_MESSAGES.pending}\` or \`${DELIVERY_MESSAGES.noWebhook}\``,
-            "delivery_pending",
-            "no_webhook",
-          ),
+          409: `\`${DELIVERY_MESSAGES.pending}\` or \`${DELIVERY_MESSAGES.noWebhook}\``,
         }),
+      }),
+    },
+    "/internal/v1/bots/{id}/webhook/recover": {
+      post: keyed({
+        summary: "Recover undelivered votes since a time",
+        description: `Sends vote.create again for every vote cast in [since, until) whose delivery did not succeed: a delivery that ended failed (five attempts, or endpoint_disabled) and a vote recorded with no delivery (while the webhook was disabled). Delivered votes are not sent again; pending ones are left to their attempts. since may reach back ${RECOVERY_MAX_AGE_DAYS} days; until defaults to now. vote-ingest's recovery driver queues the votes in batches (docs/webhooks.md "Recovering undelivered votes").`,
+        withId: true,
+        body: "RecoverBody",
+        success: [202, ok("The recovery has started.", "RecoverResponse", noStore)],
+        errors: {
+          400: `${BAD_ID}, \`since is required.\`, \`since must be an ISO 8601 date-time with a time zone within the last ${RECOVERY_MAX_AGE_DAYS} days.\`, \`until must be after since.\`, an unknown field, \`Invalid JSON body.\`, or \`Content-Type must be application/json.\``,
+          404: "`Bot not found.`",
+          409: `\`${RECOVERY_MESSAGES.disabled}\`, \`${RECOVERY_MESSAGES.noWebhook}\`, or \`Recovery <id> over an overlapping window is still running.\``,
+          413: "The body is larger than 16 kB: `The request body is too large.`",
+          500: COMMON[500]!,
+        },
+      }),
+    },
+    "/internal/v1/bots/{id}/webhook/recoveries/{recoveryId}": {
+      get: keyed({
+        summary: "A recovery's progress",
+        description:
+          "The counts of a recovery: queued (the votes it sends), delivered, failed, pending (neither yet), and its state (running, done, or stopped when the webhook was disabled or removed while it ran).",
+        withId: true,
+        more: [
+          {
+            name: "recoveryId",
+            in: "path",
+            required: true,
+            description: "The id POST …/webhook/recover answered.",
+            schema: { type: "string" },
+          },
+        ],
+        success: [200, ok("The recovery.", "RecoveryResponse", noStore)],
+        errors: bodilessBotErrors({ 404: `\`Bot not found.\`, or \`${RECOVERY_MESSAGES.notFound}\`` }),
       }),
     },
     "/internal/v1/bots/{id}/webhook/secret": {
@@ -257,11 +284,7 @@ function buildPaths(): JsonObject {
         withId: true,
         success: [200, ok("The new secret, shown once.", "SecretRotatedResponse", noStore)],
         errors: bodilessBotErrors({
-          409: conflictResponse(
-            "`The bot has no webhook URL configured.`, or `The webhook changed meanwhile; retry the rotation.`",
-            "no_webhook",
-            "webhook_changed",
-          ),
+          409: "`The bot has no webhook URL configured.`",
           503: "SECRET_ENCRYPTION_KEY is not configured on this service, so the secret cannot be stored.",
         }),
       }),
@@ -277,7 +300,7 @@ function buildPaths(): JsonObject {
           ok("The outcome of the request (200 also when it failed).", "TestEventResponse", noStore),
         ],
         errors: bodilessBotErrors({
-          409: conflictResponse("`The bot has no webhook URL configured.`", "no_webhook"),
+          409: "`The bot has no webhook URL configured.`",
           429: "More than 5 test events in the last minute: `retryAfter` seconds until the next is allowed.",
           503: "SECRET_ENCRYPTION_KEY is not configured on this service, so the secret cannot be read.",
         }),
@@ -287,12 +310,10 @@ function buildPaths(): JsonObject {
       post: keyed({
         summary: "Re-enable a disabled webhook",
         description:
-          "Re-enables a webhook the dispatcher disabled: as dead (every attempt failed for WEBHOOK_DISABLE_AFTER_MS across WEBHOOK_DISABLE_MIN_DELIVERIES deliveries) or gone (its receiver answered 410 Gone); an active webhook stays active. Failures before now no longer count.",
+          'Re-enables a webhook the dispatcher disabled: as dead (every attempt failed for WEBHOOK_DISABLE_AFTER_MS across WEBHOOK_DISABLE_MIN_DELIVERIES deliveries) or gone (its receiver answered 410 Gone); an active webhook stays active. Failures before now no longer count. An optional body `{"recoverSince": <ISO time>}` also recovers the votes since then (as POST …/webhook/recover) and answers the recovery.',
         withId: true,
         success: [200, ok("The webhook is active.", "WebhookEnabledResponse")],
-        errors: bodilessBotErrors({
-          409: conflictResponse("`The bot has no webhook URL configured.`", "no_webhook"),
-        }),
+        errors: bodilessBotErrors({ 409: "`The bot has no webhook URL configured.`" }),
       }),
     },
     "/internal/v1/openapi.json": {
@@ -357,6 +378,9 @@ export function buildOpenApi(): JsonObject {
       WebhookClearedResponse: [WebhookClearedResponse, "output"],
       DeliveryAttemptsResponse: [DeliveryAttemptsResponse, "output"],
       RedeliverResponse: [RedeliverResponse, "output"],
+      RecoverBody: [RecoverBody, "input"],
+      RecoverResponse: [RecoverResponse, "output"],
+      RecoveryResponse: [RecoveryResponse, "output"],
       SecretRotatedResponse: [SecretRotatedResponse, "output"],
       TestEventResponse: [TestEventResponse, "output"],
       WebhookEnabledResponse: [WebhookEnabledResponse, "output"],
