@@ -223,6 +223,19 @@ async function documentOf(
 /** fast-check's report with the check's own message (its cause) first. */
 const failure = (error: Error) => `${(error.cause as Error | undefined)?.message ?? ""}\n${error.message}`;
 
+/**
+ * Operations whose success path needs state the generated values cannot reach (a recovery needs a
+ * `since` inside the last 14 days and no recovery running; its status needs a recovery id): they
+ * are fuzzed for documented answers and no 5xx here, and their successes are asserted by
+ * e2e/test/webhook-recover.test.ts and apps/vote-ingest/test/recovery.test.ts.
+ */
+const SUCCESS_ELSEWHERE = new Set([
+  "/api/v1/bots/{id}/webhook/recover",
+  "/api/v1/bots/{id}/webhook/recoveries/{recoveryId}",
+  "/internal/v1/bots/{id}/webhook/recover",
+  "/internal/v1/bots/{id}/webhook/recoveries/{recoveryId}",
+]);
+
 /** One test per operation of the document the app serves, run once seeded, once at random. */
 function fuzzDocument(
   label: string,
@@ -258,7 +271,9 @@ function fuzzDocument(
         },
       );
       // The generated values reach the operation's success path, not only its refusals.
-      if (![...fixed.keys()].some((status) => status < 300)) unanswered.push(`${name}: ${[...fixed.keys()]}`);
+      if (!SUCCESS_ELSEWHERE.has(op.path) && ![...fixed.keys()].some((status) => status < 300)) {
+        unanswered.push(`${name}: ${[...fixed.keys()]}`);
+      }
     }
     expect(unanswered).toEqual([]);
   });
