@@ -4,7 +4,7 @@
  * (services/openapi.ts), and the OpenAPI test validates real responses against that description.
  * The vote endpoint's bodies (CastVoteBody, CastVoteResponse, VoteConflict) live in @botdir/schema.
  */
-import { BotId, Command, type DeliveryAttempt } from "@botdir/schema";
+import { BotId, Command, type DeliveryAttempt, RecoverResponse } from "@botdir/schema";
 import { z } from "zod";
 import type { AttemptView, BotSummary as BotSummaryView, ListingView } from "./services/listings.js";
 import type { TestOutcome } from "./services/webhook-test.js";
@@ -63,7 +63,11 @@ export const SecretRotatedResponse = z.object({
 export const WebhookState = z.enum(["active", "disabled"]);
 
 /** Answer of re-enabling the webhook. */
-export const WebhookEnabledResponse = z.object({ id: BotId, state: WebhookState });
+export const WebhookEnabledResponse = z.object({
+  id: BotId,
+  state: WebhookState,
+  recovery: RecoverResponse.optional().meta({ description: "With recoverSince: the recovery started." }),
+});
 
 /** Answer of a test event: the outcome of its one request. */
 export const TestEventResponse = z.object({
@@ -80,7 +84,14 @@ export const TestEventResponse = z.object({
 export const WebhookClearedResponse = z.object({ id: BotId, url: z.null() });
 
 /** The attempt log and the redelivery answer are the public API's too (@botdir/schema). */
-export { DeliveryAttempt, DeliveryAttemptsResponse, RedeliverResponse } from "@botdir/schema";
+export {
+  DeliveryAttempt,
+  DeliveryAttemptsResponse,
+  RecoverBody,
+  RecoverResponse,
+  RecoveryResponse,
+  RedeliverResponse,
+} from "@botdir/schema";
 
 /** GET /internal/v1/bots/:id: the listing as the edit page shows it; never the token or the secret. */
 export const Listing = z.object({

@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { createDb, createSecretBox, type Db } from "@botdir/db";
 import { randomBotId, randomUserId, seedBot } from "@botdir/db/testing";
 import { ManualClock } from "@botdir/service-kit";
@@ -158,7 +158,7 @@ describe("GET /internal/v1/openapi.json", () => {
     expect(served).toEqual(
       expect.arrayContaining(["POST /internal/v1/votes", "GET /internal/v1/bots/{id}", "GET /metrics"]),
     );
-    expect(served.length).toBe(15);
+    expect(served.length).toBe(17);
     expect(operationKeys()).toEqual(served);
   });
 
@@ -250,6 +250,13 @@ const KEYED: KeyedOperation[] = [
   { method: "post", path: "/internal/v1/bots/{id}/webhook/secret", limitKb: 16 },
   { method: "post", path: "/internal/v1/bots/{id}/webhook/test", limitKb: 16 },
   { method: "post", path: "/internal/v1/bots/{id}/webhook/enable", limitKb: 16 },
+  {
+    method: "post",
+    path: "/internal/v1/bots/{id}/webhook/recover",
+    body: () => ({ since: "2026-11-20T00:00:00Z" }),
+    limitKb: 16,
+  },
+  { method: "get", path: "/internal/v1/bots/{id}/webhook/recoveries/{recoveryId}", limitKb: 16 },
 ];
 
 const opName = (op: KeyedOperation) => `${op.method.toUpperCase()} ${op.path}`;
@@ -259,7 +266,9 @@ function send(
   op: KeyedOperation,
   options: { id?: string; key?: string | null; body?: object | undefined },
 ) {
-  const url = op.path.replace("{id}", options.id ?? randomBotId());
+  const url = op.path
+    .replace("{id}", options.id ?? randomBotId())
+    .replace("{recoveryId}", "0f8d1c2e-4b5a-4c3d-9e8f-7a6b5c4d3e2f");
   let req = request(target)[op.method](url);
   if (options.key !== null) req = req.set("Authorization", options.key ?? KEY);
   return options.body === undefined ? req : req.send(options.body);
@@ -399,6 +408,50 @@ describe("each documented response schema validates a real response", () => {
     const again = await request(app).post(url).set("Authorization", KEY);
     expect(again.status).toBe(409);
     expectDocumented(op, again);
+  });
+
+  it("POST …/webhook/recover: 202, 409 overlapping, 409 disabled, 400 bad since; GET …/recoveries/{id}: 200, 404", async () => {
+    const op = "POST /internal/v1/bots/{id}/webhook/recover";
+    const get = "GET /internal/v1/bots/{id}/webhook/recoveries/{recoveryId}";
+    const bot = await seedBot(t.db);
+    await t.db.prisma.bot.update({
+      where: { id: bot.id },
+      data: { webhookUrl: "https://hooks.example.com/v", webhookSecretEncrypted: "x" },
+    });
+    await seedDeliveries(t.db, bot.id, new Date("2026-11-20T12:00:00.000Z"), [
+      { state: "failed", attempts: [{ statusCode: 500, errorKind: "http_status", at: 0 }] },
+    ]);
+    const url = `/internal/v1/bots/${bot.id}/webhook/recover`;
+    const started = await request(app)
+      .post(url)
+      .set("Authorization", KEY)
+      .send({ since: "2026-11-20T00:00:00Z" });
+    expect(started.status).toBe(202);
+    expect(started.body.queued).toBe(1);
+    expectDocumented(op, started);
+    const overlapping = await request(app)
+      .post(url)
+      .set("Authorization", KEY)
+      .send({ since: "2026-11-20T06:00:00Z" });
+    expect(overlapping.status).toBe(409);
+    expectDocumented(op, overlapping);
+    const bad = await request(app)
+      .post(url)
+      .set("Authorization", KEY)
+      .send({ since: "2026-01-01T00:00:00Z" });
+    expect(bad.status).toBe(400);
+    expectDocumented(op, bad);
+
+    const shown = await request(app)
+      .get(`/internal/v1/bots/${bot.id}/webhook/recoveries/${started.body.recoveryId}`)
+      .set("Authorization", KEY);
+    expect(shown.status).toBe(200);
+    expectDocumented(get, shown);
+    const unknown = await request(app)
+      .get(`/internal/v1/bots/${bot.id}/webhook/recoveries/${randomUUID()}`)
+      .set("Authorization", KEY);
+    expect(unknown.status).toBe(404);
+    expectDocumented(get, unknown);
   });
 
   it("GET /internal/v1/bots/{id}: 200 for a bare listing and for a full one", async () => {

@@ -15,6 +15,8 @@ import {
   type JsonObject,
   jsonContent,
   openApiDocument,
+  RECOVERY_MAX_AGE_DAYS,
+  RECOVERY_MESSAGES,
   schemaRef,
   toJsonSchema,
   VoteConflict,
@@ -24,6 +26,9 @@ import {
   DeliveryAttemptsResponse,
   Listing,
   BotSummary as ListingSummary,
+  RecoverBody,
+  RecoverResponse,
+  RecoveryResponse,
   RedeliverResponse,
   SecretRotatedResponse,
   SetWebhookBody,
@@ -236,6 +241,41 @@ function buildPaths(): JsonObject {
         }),
       }),
     },
+    "/internal/v1/bots/{id}/webhook/recover": {
+      post: keyed({
+        summary: "Recover undelivered votes since a time",
+        description: `Sends vote.create again for every vote cast in [since, until) whose delivery did not succeed: a delivery that ended failed (five attempts, or endpoint_disabled) and a vote recorded with no delivery (while the webhook was disabled). Delivered votes are not sent again; pending ones are left to their attempts. since may reach back ${RECOVERY_MAX_AGE_DAYS} days; until defaults to now. vote-ingest's recovery driver queues the votes in batches (docs/webhooks.md "Recovering undelivered votes").`,
+        withId: true,
+        body: "RecoverBody",
+        success: [202, ok("The recovery has started.", "RecoverResponse", noStore)],
+        errors: {
+          400: `${BAD_ID}, \`since is required.\`, \`since must be an ISO 8601 date-time with a time zone within the last ${RECOVERY_MAX_AGE_DAYS} days.\`, \`until must be after since.\`, an unknown field, \`Invalid JSON body.\`, or \`Content-Type must be application/json.\``,
+          404: "`Bot not found.`",
+          409: `\`${RECOVERY_MESSAGES.disabled}\`, \`${RECOVERY_MESSAGES.noWebhook}\`, or \`Recovery <id> over an overlapping window is still running.\``,
+          413: "The body is larger than 16 kB: `The request body is too large.`",
+          500: COMMON[500]!,
+        },
+      }),
+    },
+    "/internal/v1/bots/{id}/webhook/recoveries/{recoveryId}": {
+      get: keyed({
+        summary: "A recovery's progress",
+        description:
+          "The counts of a recovery: queued (the votes it sends), delivered, failed, pending (neither yet), and its state (running, done, or stopped when the webhook was disabled or removed while it ran).",
+        withId: true,
+        more: [
+          {
+            name: "recoveryId",
+            in: "path",
+            required: true,
+            description: "The id POST …/webhook/recover answered.",
+            schema: { type: "string" },
+          },
+        ],
+        success: [200, ok("The recovery.", "RecoveryResponse", noStore)],
+        errors: bodilessBotErrors({ 404: `\`Bot not found.\`, or \`${RECOVERY_MESSAGES.notFound}\`` }),
+      }),
+    },
     "/internal/v1/bots/{id}/webhook/secret": {
       post: keyed({
         summary: "Rotate the webhook secret",
@@ -270,7 +310,7 @@ function buildPaths(): JsonObject {
       post: keyed({
         summary: "Re-enable a disabled webhook",
         description:
-          "Re-enables a webhook the dispatcher disabled: as dead (every attempt failed for WEBHOOK_DISABLE_AFTER_MS across WEBHOOK_DISABLE_MIN_DELIVERIES deliveries) or gone (its receiver answered 410 Gone); an active webhook stays active. Failures before now no longer count.",
+          'Re-enables a webhook the dispatcher disabled: as dead (every attempt failed for WEBHOOK_DISABLE_AFTER_MS across WEBHOOK_DISABLE_MIN_DELIVERIES deliveries) or gone (its receiver answered 410 Gone); an active webhook stays active. Failures before now no longer count. An optional body `{"recoverSince": <ISO time>}` also recovers the votes since then (as POST …/webhook/recover) and answers the recovery.',
         withId: true,
         success: [200, ok("The webhook is active.", "WebhookEnabledResponse")],
         errors: bodilessBotErrors({ 409: "`The bot has no webhook URL configured.`" }),
@@ -338,6 +378,9 @@ export function buildOpenApi(): JsonObject {
       WebhookClearedResponse: [WebhookClearedResponse, "output"],
       DeliveryAttemptsResponse: [DeliveryAttemptsResponse, "output"],
       RedeliverResponse: [RedeliverResponse, "output"],
+      RecoverBody: [RecoverBody, "input"],
+      RecoverResponse: [RecoverResponse, "output"],
+      RecoveryResponse: [RecoveryResponse, "output"],
       SecretRotatedResponse: [SecretRotatedResponse, "output"],
       TestEventResponse: [TestEventResponse, "output"],
       WebhookEnabledResponse: [WebhookEnabledResponse, "output"],
