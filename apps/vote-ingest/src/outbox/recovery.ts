@@ -20,6 +20,7 @@ import {
   spanContextOf,
 } from "@botdir/service-kit";
 import type { DeliveryQueue } from "./queue.js";
+import { createTicker } from "./ticker.js";
 
 export interface RecoveryDriverOptions {
   db: Db;
@@ -64,9 +65,6 @@ export function createRecoveryDriver(options: RecoveryDriverOptions) {
     newTrace,
   };
   const stats: RecoveryDriverStats = { ticks: 0, queued: 0, errors: 0 };
-  let timer: NodeJS.Timeout | undefined;
-  let running = false;
-  let current: Promise<number> | undefined;
 
   /** Steps one recovery until it waits, ends or another replica holds it. Returns deliveries queued. */
   async function drive(recoveryId: string): Promise<number> {
@@ -104,33 +102,13 @@ export function createRecoveryDriver(options: RecoveryDriverOptions) {
     return total;
   }
 
-  function tick(): Promise<number> {
-    const next = (current ?? Promise.resolve(0)).then(runTick, runTick);
-    current = next;
-    return next;
-  }
-
-  function schedule(): void {
-    if (!running) return;
-    timer = setTimeout(() => {
-      void tick().finally(schedule);
-    }, intervalMs);
-    timer.unref();
-  }
+  const ticker = createTicker(intervalMs, runTick);
 
   return {
-    tick,
-    start(): void {
-      if (running) return;
-      running = true;
-      schedule();
-    },
-    async stop(): Promise<void> {
-      running = false;
-      if (timer) clearTimeout(timer);
-      timer = undefined;
-      await current?.catch(() => {});
-    },
+    tick: ticker.tick,
+    start: ticker.start,
+    /** Stops the timer and waits for a tick in progress. */
+    stop: ticker.stop,
     stats: (): RecoveryDriverStats => ({ ...stats }),
   };
 }

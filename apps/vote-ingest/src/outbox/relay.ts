@@ -11,6 +11,7 @@
 import type { Db } from "@botdir/db";
 import { type Clock, describeError, type Logger } from "@botdir/service-kit";
 import type { DeliveryQueue } from "./queue.js";
+import { createTicker } from "./ticker.js";
 
 export interface OutboxRelayOptions {
   db: Db;
@@ -75,9 +76,6 @@ export function createOutboxRelay(options: OutboxRelayOptions) {
   const batchSize = options.batchSize ?? 100;
 
   const stats: OutboxRelayStats = { ticks: 0, handedOff: 0, skipped: 0, errors: 0, redisAvailable: true };
-  let timer: NodeJS.Timeout | undefined;
-  let running = false;
-  let current: Promise<number> | undefined;
 
   function redisDown(): void {
     stats.skipped++;
@@ -167,35 +165,13 @@ export function createOutboxRelay(options: OutboxRelayOptions) {
     return total;
   }
 
-  function tick(): Promise<number> {
-    // Ticks never overlap: a manual tick while one runs waits for it and then runs.
-    const next = (current ?? Promise.resolve(0)).then(runTick, runTick);
-    current = next;
-    return next;
-  }
-
-  function schedule(): void {
-    if (!running) return;
-    timer = setTimeout(() => {
-      void tick().finally(schedule);
-    }, intervalMs);
-    timer.unref();
-  }
+  const ticker = createTicker(intervalMs, runTick);
 
   return {
-    tick,
-    start(): void {
-      if (running) return;
-      running = true;
-      schedule();
-    },
+    tick: ticker.tick,
+    start: ticker.start,
     /** Stops the timer and waits for a tick in progress. */
-    async stop(): Promise<void> {
-      running = false;
-      if (timer) clearTimeout(timer);
-      timer = undefined;
-      await current?.catch(() => {});
-    },
+    stop: ticker.stop,
     stats: (): OutboxRelayStats => ({ ...stats }),
     async backlog(): Promise<OutboxBacklog> {
       const { rows } = await db.pool.query<{ pending: number; oldest_age_ms: number | null }>(
