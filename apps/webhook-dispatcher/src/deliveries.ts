@@ -26,7 +26,7 @@
  */
 
 import { type BatchLimits, createBatcher } from "@botdir/batcher";
-import type { Db } from "@botdir/db";
+import { type Db, inTransaction } from "@botdir/db";
 import { WEBHOOK_MAX_ATTEMPTS } from "@botdir/schema";
 import type { AttemptOutcome } from "./http-client.js";
 import { type RetryDelays, retryDelayMs } from "./schedule.js";
@@ -103,21 +103,6 @@ interface DeliveryRow {
   webhook_secret_encrypted: string | null;
   webhook_previous_secret_encrypted: string | null;
   webhook_disabled_at: Date | null;
-}
-
-async function inTransaction<T>(db: Db, work: (client: PoolClient) => Promise<T>): Promise<T> {
-  const client = await db.pool.connect();
-  try {
-    await client.query("BEGIN");
-    const result = await work(client);
-    await client.query("COMMIT");
-    return result;
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
 }
 
 /**

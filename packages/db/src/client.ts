@@ -189,3 +189,22 @@ export function createDb(options: DbOptions): Db {
     },
   };
 }
+
+/**
+ * Runs `work` in one transaction on a client of the pool: COMMIT when it resolves, ROLLBACK (its
+ * own failure ignored) and rethrow when it throws; the client always goes back to the pool.
+ */
+export async function inTransaction<T>(db: Db, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await db.pool.connect();
+  try {
+    await client.query("BEGIN");
+    const result = await work(client);
+    await client.query("COMMIT");
+    return result;
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}

@@ -126,10 +126,13 @@ export function deliveryTraceId(deliveryId: string): string {
   return deliveryId.replaceAll("-", "").toLowerCase();
 }
 
-/** Whether `value` can be a delivery id (a UUID); anything else is simply not found. */
-export function isDeliveryId(value: unknown): value is string {
+/** Whether `value` is a UUID (a delivery's or a recovery's id); anything else is simply not found. */
+export function isUuid(value: unknown): value is string {
   return typeof value === "string" && UUID.test(value);
 }
+
+/** Whether `value` can be a delivery id (a UUID); anything else is simply not found. */
+export const isDeliveryId = isUuid;
 
 export type RedeliverResult =
   /** No delivery with this id for this bot (also: another bot's delivery, a malformed id). */

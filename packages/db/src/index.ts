@@ -1,5 +1,5 @@
 export type { Db, DbOptions, DedicatedConnection, PreparedStatements } from "./client.js";
-export { createDb, isStatementNameError } from "./client.js";
+export { createDb, inTransaction, isStatementNameError } from "./client.js";
 export { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL, MIGRATION_ENV, migrationUrl } from "./defaults.js";
 export type { AttemptView, DeliveryStateName, RedeliverResult } from "./deliveries.js";
 export {

@@ -11,8 +11,8 @@
  */
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
-import type { Db } from "./client.js";
-import { newDeliveryId } from "./deliveries.js";
+import { type Db, inTransaction } from "./client.js";
+import { isUuid, newDeliveryId } from "./deliveries.js";
 import { toIso, toIsoOrNull } from "./time.js";
 
 /**
@@ -65,9 +65,7 @@ export async function startRecovery(
   now: Date,
   traceparent: string | null,
 ): Promise<StartRecoveryResult> {
-  const client = await db.pool.connect();
-  try {
-    await client.query("BEGIN");
+  return inTransaction(db, async (client) => {
     const bot = await client.query<{ has_webhook: boolean; disabled: boolean }>(
       `SELECT webhook_url IS NOT NULL AND webhook_secret_encrypted IS NOT NULL AS has_webhook,
               webhook_disabled_at IS NOT NULL AS disabled
@@ -115,19 +113,13 @@ export async function startRecovery(
         result = { kind: "started", recoveryId, queued: total };
       }
     }
-    await client.query("COMMIT");
     return result;
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** One recovery of `botId` with its counts, or null (unknown, another bot's, not a UUID). */
 export async function getRecovery(db: Db, botId: string, recoveryId: string): Promise<RecoveryView | null> {
-  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(recoveryId)) return null;
+  if (!isUuid(recoveryId)) return null;
   const { rows } = await db.pool.query<{
     id: string;
     state: RecoveryStateName;
@@ -233,9 +225,7 @@ export async function stepRecovery(
   now: Date,
   options: RecoveryStepOptions,
 ): Promise<RecoveryStep> {
-  const client = await db.pool.connect();
-  try {
-    await client.query("BEGIN");
+  return inTransaction(db, async (client) => {
     const locked = await client.query<RecoveryRow>(
       `SELECT r.id, r.bot_id, r.total, r.queued, r.scanned, r.cursor_voted_at, r.cursor_vote_id::text,
               r.traceparent, r.created_at, r.since, r.until,
@@ -247,15 +237,8 @@ export async function stepRecovery(
       [recoveryId],
     );
     const r = locked.rows[0];
-    const step = r ? await stepLocked(client, r, now, options) : ({ kind: "idle" } as const);
-    await client.query("COMMIT");
-    return step;
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+    return r ? stepLocked(client, r, now, options) : ({ kind: "idle" } as const);
+  });
 }
 
 type Client = pg.PoolClient;
