@@ -401,23 +401,41 @@ async function tour(facts: Map<Target, { size: number; own: number }>): Promise<
   }
 }
 
-function compose(args: string[], composeEnv: Record<string, string>) {
+/** The compose project of the scenario; its containers carry it as a label. */
+const PROJECT = "botdirci";
+
+/** docker-compose's arguments and environment: the project, docker/compose.yml and the CI additions. */
+function composeCommand(args: string[], composeEnv: Record<string, string>) {
   const files = ["-f", "docker/compose.yml", "-f", "e2e/src/images/compose.ci.yml"];
-  return spawnSync("docker-compose", ["-p", "botdirci", ...files, ...args], {
-    cwd: REPO_ROOT,
-    env: { ...process.env, ...CONTAINERS_ENV, ...composeEnv, DOCKER_HOST },
-    encoding: "utf8",
-    maxBuffer: 64 * MB,
-  });
+  return {
+    argv: ["-p", PROJECT, ...files, ...args],
+    options: { cwd: REPO_ROOT, env: { ...process.env, ...CONTAINERS_ENV, ...composeEnv, DOCKER_HOST } },
+  };
+}
+
+function compose(args: string[], composeEnv: Record<string, string>) {
+  const { argv, options } = composeCommand(args, composeEnv);
+  return spawnSync("docker-compose", argv, { ...options, encoding: "utf8", maxBuffer: 64 * MB });
+}
+
+/** A field (`{{.Names}}`, `{{.Status}}`) of the project's containers, of one service or all. */
+function projectContainers(format: string, options: { service?: string; all?: boolean } = {}): string[] {
+  const args = [
+    "ps",
+    ...(options.all ? ["-a"] : []),
+    "--filter",
+    `label=com.docker.compose.project=${PROJECT}`,
+  ];
+  if (options.service) args.push("--filter", `label=com.docker.compose.service=${options.service}`);
+  return podman([...args, "--format", format], { allowFail: true })
+    .split("\n")
+    .filter(Boolean);
 }
 
 /** docker-compose without blocking the event loop (the health ticker runs meanwhile). */
 function composeOk(args: string[], composeEnv: Record<string, string>): Promise<string> {
-  const files = ["-f", "docker/compose.yml", "-f", "e2e/src/images/compose.ci.yml"];
-  const child = spawn("docker-compose", ["-p", "botdirci", ...files, ...args], {
-    cwd: REPO_ROOT,
-    env: { ...process.env, ...CONTAINERS_ENV, ...composeEnv, DOCKER_HOST },
-  });
+  const { argv, options } = composeCommand(args, composeEnv);
+  const child = spawn("docker-compose", argv, options);
   let out = "";
   const collect = (c: Buffer) => {
     out += c.toString();
@@ -448,13 +466,7 @@ function healthTicker(): { stop(): void } {
     });
   const tick = async () => {
     while (!stopped) {
-      const names = podman(
-        ["ps", "--filter", "label=com.docker.compose.project=botdirci", "--format", "{{.Names}}"],
-        { allowFail: true },
-      )
-        .split("\n")
-        .filter(Boolean);
-      await Promise.all(names.map(runCheck));
+      await Promise.all(projectContainers("{{.Names}}").map(runCheck));
       await sleep(2_000);
     }
   };
@@ -466,19 +478,7 @@ function healthTicker(): { stop(): void } {
   };
 }
 
-const dispatchers = () =>
-  podman([
-    "ps",
-    "--filter",
-    "label=com.docker.compose.project=botdirci",
-    "--filter",
-    "label=com.docker.compose.service=webhook-dispatcher",
-    "--format",
-    "{{.Names}}",
-  ])
-    .split("\n")
-    .filter(Boolean)
-    .sort();
+const dispatchers = () => projectContainers("{{.Names}}", { service: "webhook-dispatcher" }).sort();
 
 /** The compose stack scaled, killed and drained under load. */
 async function composeScenario(): Promise<void> {
@@ -518,51 +518,20 @@ async function composeScenario(): Promise<void> {
       ["--profile", "monitoring", "up", "-d", "--no-build", "--scale", "webhook-dispatcher=3"],
       composeEnv,
     );
-    const migrateState = podman([
-      "ps",
-      "-a",
-      "--filter",
-      "label=com.docker.compose.service=migrate",
-      "--filter",
-      "label=com.docker.compose.project=botdirci",
-      "--format",
-      "{{.Status}}",
-    ]);
+    const migrateState = projectContainers("{{.Status}}", { service: "migrate", all: true }).join(", ");
     check(/Exited \(0\)/.test(migrateState), `migrate did not complete before the apps: ${migrateState}`);
-    await waitFor(
-      async () => (await call(`http://127.0.0.1:${apiPort}/readyz`).catch(() => null))?.status === 200,
-      "the API via compose",
-      120_000,
-      500,
-    );
-    await waitFor(
-      async () => (await call(`http://127.0.0.1:${ingestPort}/readyz`).catch(() => null))?.status === 200,
-      "vote-ingest via compose",
-      120_000,
-      500,
-    );
-    await waitFor(
-      async () => (await call(`${receiver}/stats`).catch(() => null))?.status === 200,
-      "the receiver",
-      60_000,
-      500,
-    );
+    const answers200 = (url: string, what: string, timeoutMs: number) =>
+      waitFor(async () => (await call(url).catch(() => null))?.status === 200, what, timeoutMs, 500);
+    await answers200(`http://127.0.0.1:${apiPort}/readyz`, "the API via compose", 120_000);
+    await answers200(`http://127.0.0.1:${ingestPort}/readyz`, "vote-ingest via compose", 120_000);
+    await answers200(`${receiver}/stats`, "the receiver", 60_000);
     check(dispatchers().length === 3, `${dispatchers().length} dispatcher containers, not 3`);
     log(
       `compose stack up in ${((Date.now() - t0) / 1000).toFixed(0)} s: postgres, redis, migrate (completed), api, vote-ingest, 3 webhook-dispatchers, prometheus, receiver`,
     );
 
     // Ten webhook bots, created with botctl in the vote-ingest container.
-    const ingestName =
-      podman([
-        "ps",
-        "--filter",
-        "label=com.docker.compose.project=botdirci",
-        "--filter",
-        "label=com.docker.compose.service=vote-ingest",
-        "--format",
-        "{{.Names}}",
-      ]).split("\n")[0] ?? "";
+    const ingestName = projectContainers("{{.Names}}", { service: "vote-ingest" })[0] ?? "";
     const bots: { id: string; token: string }[] = [];
     const secrets: Record<string, string> = {};
     for (let i = 0; i < 10; i++) {
@@ -664,7 +633,8 @@ async function composeScenario(): Promise<void> {
     await waitFor(
       async () => {
         stats = (await call(`${receiver}/stats`)).body as typeof stats;
-        return [...answered].every((v) => stats.deliveries.includes(v)) || undefined;
+        const seen = new Set(stats.deliveries);
+        return [...answered].every((v) => seen.has(v)) || undefined;
       },
       "every vote answered 201 delivered",
       240_000,
@@ -690,13 +660,7 @@ async function composeScenario(): Promise<void> {
     if (unmet.length > 0) process.stdout.write(`compose scenario, NOT MET: ${unmet.join("; ")}\n`);
 
     // Prometheus scrapes every running app container with botdir's rules loaded.
-    const running = podman([
-      "ps",
-      "--filter",
-      "label=com.docker.compose.project=botdirci",
-      "--format",
-      "{{.Names}}",
-    ]).split("\n");
+    const running = projectContainers("{{.Names}}");
     const appCount = running.filter((c) => /api|vote-ingest|webhook-dispatcher/.test(c)).length;
     const targets = await waitFor(
       async () => {
