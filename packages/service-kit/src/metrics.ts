@@ -8,7 +8,7 @@
  */
 import type { Request, RequestHandler, Response } from "express";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import { withTimeout } from "./timeout.js";
+import { withLoopTimeout } from "./timeout.js";
 
 export { Counter, Gauge, Histogram, Registry };
 
@@ -140,13 +140,14 @@ export const SCRAPE_TIMEOUT_MS = 1_000;
 
 /**
  * Runs a scrape-time read with a deadline; undefined when it failed or was too slow (the scrape
- * itself never fails or hangs because a store is down).
+ * itself never fails or hangs because a store is down). The deadline is withLoopTimeout's: a reply
+ * that came while our own loop was busy is read, not reported as a down store.
  */
 export async function boundedRead<T>(
   read: () => Promise<T>,
   timeoutMs = SCRAPE_TIMEOUT_MS,
 ): Promise<T | undefined> {
-  return withTimeout(Promise.resolve().then(read), timeoutMs).catch(() => undefined);
+  return withLoopTimeout(Promise.resolve().then(read), timeoutMs, timeoutMs * 1.5).catch(() => undefined);
 }
 
 export interface ScrapeSources {
