@@ -6,6 +6,7 @@ import express, { type Express, type Request } from "express";
 import type { ApiContext } from "./context.js";
 import { type ApiDeps, DEFAULT_REDIS_PREFIX } from "./deps.js";
 import { createEarlyRefusals } from "./http/early-refusals.js";
+import { createFloodBudget } from "./http/flood-budget.js";
 import { DEFAULT_BODY_LIMITS } from "./http/json-body.js";
 import { createApiMetrics, instrumentLimiter } from "./metrics.js";
 import { registerCheck } from "./routes/check.js";
@@ -53,6 +54,7 @@ export function createApp(deps: ApiDeps): ApiApp {
           prefix,
           limits: deps.limits,
           timeoutMs: deps.limiterTimeoutMs,
+          localShare: deps.limiterLocalShare,
           logger: deps.logger,
           clock: deps.clock,
           batching,
@@ -61,6 +63,10 @@ export function createApp(deps: ApiDeps): ApiApp {
       ),
     ),
     tokens: deps.tokens ?? null,
+    flood:
+      deps.flood === false
+        ? null
+        : createFloodBudget({ ...deps.flood, onShed: (kind) => metrics.shed[kind].inc() }),
     // A request refused from a note is a rate-limit rejection like one Redis decided.
     limitNotes: createLimitNotes({ onRefusal: (endpoint) => metrics.rejections[endpoint].inc() }),
     caches: createCaches({ redis: deps.redis, prefix, logger: deps.logger, clock: deps.clock }),

@@ -1,6 +1,7 @@
 import type { Batched } from "@botdir/batcher";
 import type { Db } from "@botdir/db";
 import type { Clock, Logger } from "@botdir/service-kit";
+import type { FloodBudget } from "./http/flood-budget.js";
 import type { BodyLimits } from "./http/json-body.js";
 import type { StatsWrite, VoteCheckRow, VoteWindowKey, WriteResult } from "./services/bots.js";
 import type { Caches } from "./services/cache.js";
@@ -18,6 +19,8 @@ export interface ApiContext {
   tokens: TokenSet | null;
   /** Windows Redis said are over their limit (no-I/O 429); used only with a fresh token set. */
   limitNotes: LimitNotes;
+  /** The budget of requests that need I/O before a refusal (flood-budget.ts); null: no budget. */
+  flood: FloodBudget | null;
   caches: Caches;
   bodyLimits: BodyLimits;
   /** findVoteWindows, one request at a time, coalesced into batches (createBatcher). */

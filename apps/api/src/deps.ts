@@ -1,6 +1,7 @@
 import type { BatchLimits } from "@botdir/batcher";
 import type { Db } from "@botdir/db";
 import type { Clock, Logger, RedisClient } from "@botdir/service-kit";
+import type { FloodBudgetOptions } from "./http/flood-budget.js";
 import type { BodyLimits } from "./http/json-body.js";
 import type { ApiMetrics } from "./metrics.js";
 import type { RateLimits } from "./services/ratelimit.js";
@@ -16,8 +17,12 @@ export interface ApiDeps {
   redisPrefix?: string;
   /** Requests per token per minute, per endpoint (default: the spec's 60/10/600/60). */
   limits?: Partial<RateLimits>;
-  /** How long a request waits for the limiter's Redis before failing open (default 50 ms). */
+  /** How long a request waits for the limiter's Redis before counting locally (default 50 ms). */
   limiterTimeoutMs?: number;
+  /** This replica's share of each limit while Redis fails (1 / API_REPLICAS; default 1). */
+  limiterLocalShare?: number;
+  /** The flood budget's settings (flood-budget.ts; default FLOOD_DEFAULTS); false: no budget. */
+  flood?: FloodBudgetOptions | false;
   /** Largest accepted JSON bodies (default commands 1mb, stats 16kb); larger is a JSON 413. */
   bodyLimits?: Partial<BodyLimits>;
   /** Prometheus series of this app instance (default: a fresh registry; main.ts serves it). */

@@ -19,7 +19,7 @@ const telemetry = startTelemetry(env);
 const logger = pino(loggerOptions("api", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
 const connections = connectionsOf(env, logger);
 const db = createDb(connections.database);
-// Fail fast while Redis is down (the limiter fails open) instead of queueing commands. No
+// Fail fast while Redis is down (the limiter counts locally) instead of queueing commands. No
 // auto-pipelining: the limiter already sends one command per batch of requests (createBatcher).
 const redis = createRedis(connections.redis, "fail-fast");
 
@@ -37,11 +37,26 @@ const tokens = createTokenSet({
 tokens.start();
 
 const metrics = createApiMetrics({ processMetrics: true });
-// /readyz needs PostgreSQL only: without Redis the limiter fails open and the API still serves
+// /readyz needs PostgreSQL only: without Redis the limiter counts locally and the API still serves
 // (/api/health still reports Redis, as the spec's health of the service).
 const service = await serveOrExit({
   logger,
-  app: createApp({ db, redis, clock: systemClock, logger, metrics, tokens }),
+  app: createApp({
+    db,
+    redis,
+    clock: systemClock,
+    logger,
+    metrics,
+    tokens,
+    limiterLocalShare: 1 / env.API_REPLICAS,
+    flood: {
+      lagThresholdMs: env.API_SHED_LAG_MS,
+      maxPending: {
+        unknown_token: env.API_FLOOD_MAX_PENDING,
+        widget: Math.min(env.API_FLOOD_MAX_PENDING, Math.max(1, Math.floor(env.DB_POOL_MAX / 2))),
+      },
+    },
+  }),
   port: env.API_PORT,
   portVariable: "API_PORT",
   timeouts: connections.httpTimeouts,

@@ -17,6 +17,7 @@ import {
   type Registry,
 } from "@botdir/service-kit";
 import express, { type Express } from "express";
+import { FLOOD_CLASSES, type FloodClass } from "./http/flood-budget.js";
 import { LIMITED_ENDPOINTS, type LimitedEndpoint, type RateLimiter } from "./services/ratelimit.js";
 
 export interface ApiMetrics {
@@ -26,6 +27,10 @@ export interface ApiMetrics {
   rejections: Record<LimitedEndpoint, CounterSeries>;
   /** `botdir_rate_limit_fail_open_total{endpoint}`, one series per endpoint. */
   failOpen: Record<LimitedEndpoint, CounterSeries>;
+  /** `botdir_rate_limit_local_fallback_total{endpoint}`: decisions counted by this process alone. */
+  localFallback: Record<LimitedEndpoint, CounterSeries>;
+  /** `botdir_flood_shed_total{class}`: unverified requests answered 503 by the flood budget. */
+  shed: Record<FloodClass, CounterSeries>;
   /** Counts one batched statement of `size` requests (createBatchMetrics). */
   batch(statement: BatchedStatement): (size: number) => void;
 }
@@ -42,8 +47,18 @@ export function createApiMetrics(options: MetricsRegistryOptions = {}): ApiMetri
   });
   const failOpen = createCounterSeries(registry, LIMITED_ENDPOINTS, {
     name: "botdir_rate_limit_fail_open_total",
-    help: "Requests let through unlimited because the limiter's Redis failed or was too slow.",
+    help: "Requests let through unlimited: the limiter's Redis failed or was too slow and the process could not count them either.",
     label: "endpoint",
+  });
+  const localFallback = createCounterSeries(registry, LIMITED_ENDPOINTS, {
+    name: "botdir_rate_limit_local_fallback_total",
+    help: "Rate-limit decisions this process counted alone (its share of the limit) because the limiter's Redis failed or was too slow.",
+    label: "endpoint",
+  });
+  const shed = createCounterSeries(registry, FLOOD_CLASSES, {
+    name: "botdir_flood_shed_total",
+    help: "Requests that needed I/O to be refused or answered (an unknown token, an uncached widget id) answered 503 by the flood budget.",
+    label: "class",
   });
   const batchObservers = createBatchMetrics(registry, BATCHED_STATEMENTS);
   return {
@@ -52,6 +67,8 @@ export function createApiMetrics(options: MetricsRegistryOptions = {}): ApiMetri
     http: createHttpMetrics(registry),
     rejections,
     failOpen,
+    localFallback,
+    shed,
   };
 }
 
@@ -60,6 +77,7 @@ export function instrumentLimiter(limiter: RateLimiter, metrics: ApiMetrics): Ra
   const count = <D extends { kind: string }>(endpoint: LimitedEndpoint, decision: D): D => {
     if (decision.kind === "limited") metrics.rejections[endpoint].inc();
     else if (decision.kind === "unknown") metrics.failOpen[endpoint].inc();
+    if ("local" in decision && decision.local === true) metrics.localFallback[endpoint].inc();
     return decision;
   };
   return {

@@ -51,19 +51,22 @@ describe("API metrics (internal METRICS_PORT listener)", () => {
     expect(text).not.toContain(bot.token);
   });
 
-  it("when the limiter's Redis is down, then each request let through counts as a fail-open event of its endpoint", async () => {
+  it("when the limiter's Redis is down, then each request the process counts alone is a local-fallback event of its endpoint, and none fails open", async () => {
     const metrics = createApiMetrics();
     const redis = deadRedis();
     const app = h.app({ metrics, redis, limiterTimeoutMs: undefined });
     const bot = await seedBot(h.t.db);
 
-    const res = await checkVote(app, bot);
-    expect(res.status).toBe(200);
+    expect((await checkVote(app, bot)).status).toBe(200);
+    expect((await checkVote(app, bot)).status).toBe(200);
     redis.disconnect();
 
     const { samples } = await scrape(metrics);
-    expect(sampleValue(samples, "botdir_rate_limit_fail_open_total", { endpoint: "check" })).toBe(1);
-    expect(sampleValue(samples, "botdir_rate_limit_fail_open_total", { endpoint: "votes" })).toBe(0);
+    const local = (endpoint: string) =>
+      sampleValue(samples, "botdir_rate_limit_local_fallback_total", { endpoint });
+    expect(local("check")).toBe(2);
+    expect(local("votes")).toBe(0);
+    expect(sampleValue(samples, "botdir_rate_limit_fail_open_total", { endpoint: "check" })).toBe(0);
     expect(sampleValue(samples, "botdir_rate_limit_rejections_total", { endpoint: "check" })).toBe(0);
   });
 

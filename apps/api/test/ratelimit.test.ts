@@ -2,11 +2,22 @@ import type { RequestListener } from "node:http";
 import { createServer, type Server, type Socket } from "node:net";
 import { hashToken } from "@botdir/db";
 import { randomBotId, seedBot } from "@botdir/db/testing";
+import { systemClock } from "@botdir/service-kit";
 import { redisReady } from "@botdir/service-kit/testing";
 import { startRedisServer } from "@botdir/test-stores";
 import { Redis } from "ioredis";
 import request from "supertest";
-import { checkVote, cmd, deadRedis, expectAnswer, failFastRedis, USER, useHarness } from "./support.js";
+import { createRateLimiter } from "../src/services/ratelimit.js";
+import {
+  CapturingLogger,
+  checkVote,
+  cmd,
+  deadRedis,
+  expectAnswer,
+  failFastRedis,
+  USER,
+  useHarness,
+} from "./support.js";
 
 const { h } = useHarness();
 
@@ -176,45 +187,77 @@ describe("the other endpoints' limits", () => {
   });
 });
 
-describe("fail-open", () => {
+describe("while Redis fails: this replica's share, counted locally; fail-open as the last resort", () => {
   /**
-   * A write and a read go through with no remaining count (the limiter failed open) and a bad token
-   * is still refused; returns the write's answer.
+   * A write and a read are counted by the process itself against its share (`limit` in the
+   * headers), a bad token is still refused; returns the write's answer.
    */
-  async function expectServedOpen(
+  async function expectServedLocally(
     app: Parameters<typeof putCommands>[0],
     bot: Awaited<ReturnType<typeof newBot>>,
   ) {
     const write = await putCommands(app, bot.id, bot.auth);
     expect(write.status).toBe(200);
-    expect(write.headers["ratelimit-remaining"]).toBeUndefined();
+    expect(write.headers["ratelimit-remaining"]).toBeDefined();
     const check = await checkVote(app, bot);
     expect(check.status).toBe(200);
     expect((await putCommands(app, bot.id, { Authorization: "not-a-token" })).status).toBe(401);
     return write;
   }
 
-  it("when Redis is unreachable, then requests go through, tokens are still checked, and the event is logged", async () => {
+  it("when Redis is unreachable, then each replica counts its share of the limit in memory, tokens are still checked, and the event is logged without the token", async () => {
     const redis = deadRedis();
-    const app = h.app({ redis, limiterTimeoutMs: undefined });
+    // Two replicas: each allows ceil(10 / 2) = 5 commands a minute meanwhile.
+    const app = h.app({ redis, limiterTimeoutMs: undefined, limiterLocalShare: 0.5 });
     const bot = await newBot();
-    const before = h.logger.events("rate_limit_fail_open").length;
+    const before = h.logger.events("rate_limit_local_fallback").length;
 
-    const ok = await expectServedOpen(app, bot);
-    expect(ok.headers["ratelimit-limit"]).toBe("10");
+    const first = await expectServedLocally(app, bot);
+    expect(first.headers["ratelimit-limit"]).toBe("5");
+    expect(first.headers["ratelimit-remaining"]).toBe("4");
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) statuses.push((await putCommands(app, bot.id, bot.auth)).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 429]);
     expect((await putCommands(app, randomBotId(), bot.auth)).status).toBe(404);
-    const events = h.logger.events("rate_limit_fail_open").slice(before);
+    const events = h.logger.events("rate_limit_local_fallback").slice(before);
     expect(events.length).toBeGreaterThanOrEqual(1);
     expect(JSON.stringify(events)).not.toContain(bot.token);
     expect(JSON.stringify(events)).not.toContain(hashToken(bot.token));
+    expect(h.logger.events("rate_limit_fail_open")).toEqual([]);
     redis.disconnect();
   });
 
-  it("when the Redis server stops under a connected client, then the API keeps serving and still refuses bad tokens", async () => {
+  it("when the process cannot count either (its table of local windows is full), then the request fails open and that is logged", async () => {
+    const redis = deadRedis();
+    const logger = new CapturingLogger();
+    const limiter = createRateLimiter({
+      redis,
+      prefix: h.prefix,
+      logger,
+      clock: systemClock,
+      localWindowsMax: 1,
+    });
+    try {
+      expect(await limiter.consume("check", "a".repeat(64))).toMatchObject({ kind: "allowed", local: true });
+      expect(await limiter.consume("check", "b".repeat(64))).toEqual({ kind: "unknown", limit: 600 });
+      expect(await limiter.consume("check", "a".repeat(64))).toMatchObject({
+        kind: "allowed",
+        remaining: 598,
+      });
+      // A token PostgreSQL has not confirmed opens no local window.
+      expect(await limiter.consumeExisting("votes", "c".repeat(64))).toEqual({ kind: "new", limit: 60 });
+      expect(logger.events("rate_limit_fail_open")).toHaveLength(1);
+      expect(logger.events("rate_limit_local_fallback")).toHaveLength(1);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  it("when the Redis server stops under a connected client, then the API keeps serving, counts locally and still refuses bad tokens", async () => {
     const server = await startRedisServer();
     const redis = await failFastRedis(server.url);
     // Generous: a token's first request of the minute takes two Redis round trips (the window is
-    // opened only after authentication), and a loaded CI machine must not fail it open by accident.
+    // opened only after authentication), and a loaded CI machine must not time it out by accident.
     // Once the server is stopped the client refuses commands at once (no offline queue).
     const app = h.app({ redis, limiterTimeoutMs: 1_000 });
     const bot = await newBot();
@@ -224,14 +267,16 @@ describe("fail-open", () => {
       expect(before.headers["ratelimit-remaining"]).toBe("9");
 
       await server.stop();
-      await expectServedOpen(app, bot);
+      // The local count starts on its own: Redis's count is not known to the process.
+      const local = await expectServedLocally(app, bot);
+      expect(local.headers["ratelimit-remaining"]).toBe("9");
     } finally {
       redis.disconnect();
       await server.stop();
     }
   });
 
-  it("when Redis accepts the connection but never answers, then the limiter gives up after its timeout and the request succeeds", async () => {
+  it("when Redis accepts the connection but never answers, then the limiter gives up after its timeout and counts the request locally", async () => {
     const sockets: Socket[] = [];
     const blackhole: Server = createServer((socket) => {
       sockets.push(socket);
@@ -251,14 +296,15 @@ describe("fail-open", () => {
     redis.on("error", () => {});
     await redisReady(redis);
     const logger = h.logger;
-    const before = logger.events("rate_limit_fail_open").length;
+    const before = logger.events("rate_limit_local_fallback").length;
     const app = h.app({ redis, limiterTimeoutMs: undefined });
     const bot = await newBot();
     try {
       const res = await checkVote(app, bot);
       expect(res.status).toBe(200);
       expect(res.body.voted).toBe(0);
-      const events = logger.events("rate_limit_fail_open").slice(before) as { reason: string }[];
+      expect(res.headers["ratelimit-remaining"]).toBe("599");
+      const events = logger.events("rate_limit_local_fallback").slice(before) as { reason: string }[];
       expect(events.map((e) => e.reason)).toContain("timeout");
     } finally {
       redis.disconnect();

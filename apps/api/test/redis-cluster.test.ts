@@ -59,7 +59,7 @@ describe("rate limits on a Redis Cluster", () => {
     expect(counts).toEqual(keys.map(() => "1"));
   });
 
-  it("when one master answers later than the deadline, then only the keys of its slots fail open and the other keys of the same batch are counted", async () => {
+  it("when one master answers later than the deadline, then only the keys of its slots are counted locally and the other keys of the same batch in Redis", async () => {
     const { cluster, redis } = shared;
     const logger = new CapturingLogger();
     const limiter = createRateLimiter({
@@ -80,13 +80,16 @@ describe("rate limits on a Redis Cluster", () => {
     try {
       // One event-loop turn: one batch, one Lua call per slot.
       const decisions = await Promise.all(hashes.map((k) => limiter.consume("check", k)));
-      expect(decisions.map((d) => d.kind)).toEqual(masters.map((m) => (m === slow ? "unknown" : "allowed")));
+      expect(decisions.map((d) => ("local" in d ? "local" : d.kind))).toEqual(
+        masters.map((m) => (m === slow ? "local" : "allowed")),
+      );
     } finally {
       proxy.setDelay(0);
       // Behind the late answers on the same connection: resolves once they have all come.
       await redis.get(`${h.prefix}rl:check:${hashes[0]}`);
     }
-    expect(logger.events("rate_limit_fail_open")).toHaveLength(1);
+    expect(logger.events("rate_limit_local_fallback")).toHaveLength(1);
+    expect(logger.events("rate_limit_fail_open")).toEqual([]);
   });
 
   it("when a token sends 601 checks, then the 601st is refused with 429", async () => {

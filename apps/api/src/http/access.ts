@@ -12,6 +12,7 @@ import {
   setRateLimitHeaders,
   toSeconds,
 } from "../services/ratelimit.js";
+import { type FloodBudget, overloaded } from "./flood-budget.js";
 
 /**
  * Applies the spec's order of refusals to an authenticated request: 401 (unknown token), then 404
@@ -72,7 +73,8 @@ export async function limitFirst(
  * cannot decide. A token the set holds is decided synchronously (undefined: nothing to wait for);
  * a miss returns the promise of its barrier, which rejects with the 401 or resolves when the
  * caller must go on. The first step of limitFirst, and all of the early refusals
- * (early-refusals.ts), which run it before Express.
+ * (early-refusals.ts), which run it before Express with the flood budget: there a miss waits for
+ * its barrier only within the budget, and is answered 503 (thrown synchronously) past it.
  */
 export function refuseWithoutIo(
   ctx: Pick<ApiContext, "tokens" | "limitNotes">,
@@ -80,12 +82,17 @@ export function refuseWithoutIo(
   endpoint: LimitedEndpoint,
   tokenHash: string,
   pathId: string | undefined,
+  flood?: FloodBudget | null,
 ): Promise<void> | undefined {
   const tokens = ctx.tokens;
   const known = tokens === null ? "unknown" : tokens.lookup(tokenHash);
   if (known === "present") refuseNoted(ctx, res, endpoint, tokenHash, pathId);
   if (known !== "missing" || tokens === null) return undefined;
-  return tokens.confirmAbsent(tokenHash).then((confirmed) => {
+  // A miss needs the barrier's I/O before its 401: it waits under the flood budget, or is shed.
+  if (flood && !flood.enter("unknown_token")) throw overloaded();
+  const confirmed = tokens.confirmAbsent(tokenHash);
+  if (flood) void confirmed.finally(() => flood.leave("unknown_token"));
+  return confirmed.then((confirmed) => {
     if (confirmed === "absent") throw unauthorized();
     if (confirmed === "present") refuseNoted(ctx, res, endpoint, tokenHash, pathId);
   });

@@ -1,6 +1,7 @@
 /**
  * The refusals that need no per-request I/O, answered before Express sees the request: a token the
- * fresh token set does not hold (401, once the set's shared barrier confirms the miss), a missing
+ * fresh token set does not hold (401, once the set's shared barrier confirms the miss; 503 when the
+ * flood budget sheds it, flood-budget.ts), a missing
  * or unreadable Authorization header (401), and a token whose window an over-limit note covers
  * (its 404 or 429). These are the answers a loop of random or over-limit tokens gets, so they
  * should cost less than a request that reaches a route: no Express routing, no query parsing, no
@@ -24,6 +25,7 @@ import { VOTES_ALIAS_PATH, VOTES_PATH } from "../routes/votes.js";
 import { requireTokenHash } from "../services/auth.js";
 import type { LimitedEndpoint } from "../services/ratelimit.js";
 import { closeIfBodyUnread, refuseWithoutIo } from "./access.js";
+import type { FloodBudget } from "./flood-budget.js";
 
 interface EarlyRoute {
   endpoint: LimitedEndpoint;
@@ -93,7 +95,7 @@ export function earlyRouteOf(
  * then gets its 401, or goes to `onward` when the token turned out valid or the set could not tell.
  */
 export function createEarlyRefusals(
-  ctx: Pick<ApiContext, "tokens" | "limitNotes">,
+  ctx: Pick<ApiContext, "tokens" | "limitNotes"> & { flood?: FloodBudget | null },
   deps: { logger: Logger; metrics?: HttpMetrics },
   onward: (req: IncomingMessage, res: ServerResponse) => void,
 ): (req: IncomingMessage, res: ServerResponse) => void {
@@ -118,7 +120,7 @@ export function createEarlyRefusals(
     const { route } = found;
     let barrier: Promise<void> | undefined;
     try {
-      barrier = refuseWithoutIo(ctx, res, route.endpoint, requireTokenHash(req), found.pathId);
+      barrier = refuseWithoutIo(ctx, res, route.endpoint, requireTokenHash(req), found.pathId, ctx.flood);
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       return refuse(req, res, route, error);

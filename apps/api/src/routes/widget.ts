@@ -11,11 +11,16 @@
  * the "not listed" badge of a listed bot. Concurrent misses for one bot share one query
  * (single-flight, src/services/cache.ts), and while Redis is down the process's own short-lived
  * copy answers.
+ *
+ * An id this process does not hold in memory costs I/O and no token vouches for it: it is served
+ * within the flood budget's `widget` class (http/flood-budget.ts), and past it answered 503 with
+ * Retry-After and the JSON error body, not cached, before any I/O.
  */
 import { isBotId } from "@botdir/schema";
-import { describeError, withTimeout } from "@botdir/service-kit";
+import { describeError, sendApiError, withTimeout } from "@botdir/service-kit";
 import type { Request, Response, Router } from "express";
 import type { ApiContext } from "../context.js";
+import { overloaded } from "../http/flood-budget.js";
 import { allowOnly } from "../http/methods.js";
 import { type WidgetCounts, widgetCounts } from "../services/bots.js";
 import { WIDGET_CACHE_SECONDS } from "../services/cache.js";
@@ -33,6 +38,12 @@ export function registerWidget(router: Router, ctx: ApiContext): void {
     let counts: WidgetCounts | null = null;
     let failed = false;
     if (isBotId(id)) {
+      const flood = ctx.caches.widgetInMemory(id) ? null : ctx.flood;
+      if (flood !== null && !flood.enter("widget")) {
+        res.setHeader("Cache-Control", "no-store");
+        sendApiError(res, overloaded());
+        return;
+      }
       try {
         counts = await ctx.caches.widget(id, () =>
           withTimeout(widgetCounts(ctx.db, id, ctx.clock.now()), WIDGET_QUERY_TIMEOUT_MS),
@@ -41,6 +52,8 @@ export function registerWidget(router: Router, ctx: ApiContext): void {
         // Still a badge (embedded in pages, an error page would show a broken image).
         ctx.logger.error({ event: "widget_failed", botId: id, err: describeError(error) }, "widget");
         failed = true;
+      } finally {
+        flood?.leave("widget");
       }
     }
     res.setHeader("Content-Type", "image/svg+xml; charset=utf-8");

@@ -36,6 +36,11 @@ export interface Caches {
    * `load` rejects every caller that shared it.
    */
   widget(botId: string, load: () => Promise<WidgetCounts | null>): Promise<WidgetCounts | null>;
+  /**
+   * Whether this process holds the badge's id in memory (not listed, or its own copy of the
+   * counts): a badge that does not may cost a Redis read and a query (the flood budget's `widget`).
+   */
+  widgetInMemory(botId: string): boolean;
 }
 
 type RedisRead = { state: "hit"; counts: WidgetCounts } | { state: "miss" } | { state: "down" };
@@ -108,6 +113,7 @@ export function createCaches(options: {
         );
       }
     },
+    widgetInMemory: (botId) => unlisted.get(botId) !== undefined || local.get(botId) !== undefined,
     async widget(botId, load) {
       if (unlisted.get(botId)) return null;
       const read = await readWidget(botId);

@@ -4,9 +4,17 @@
  * the window). The requests of one event-loop turn share one Redis round trip: their keys go to one
  * Lua call (createBatcher, @botdir/batcher) that increments each and returns its count and remaining
  * milliseconds — one call per hash slot on a Redis Cluster. Every API replica counts in the same
- * keys, so a token's limit holds across replicas. When Redis is down or slower than `timeoutMs` (measured by withLoopTimeout: a reply that arrived while our own event loop was busy wins over a late timer), the limiter fails open: the request
- * goes through (and is still authenticated by the caller), and the event is logged without any key
- * or token.
+ * keys, so a token's limit holds across replicas.
+ *
+ * When Redis is down or slower than `timeoutMs` (measured by withLoopTimeout: a reply that arrived
+ * while our own event loop was busy wins over a late timer), the process counts the request itself
+ * (the local fallback, as rate-limiter-flexible's insurance limiter): a fixed window per token and
+ * endpoint in memory, with this replica's share of the limit (`localShare`, 1 / API_REPLICAS,
+ * rounded up to whole requests). The decision carries `local: true` and is counted by the caller's
+ * metrics. Only when the process cannot count either (its table of local windows is full) does the
+ * limiter fail open, the spec's last resort: the request goes through (and is still authenticated
+ * by the caller). Both are logged without any key or token. Redis's count and the local count are
+ * separate: a window counted locally is not added to Redis when it answers again.
  *
  * An unknown token never creates a key: the routes first call `consumeExisting`, which counts only
  * a window that already exists (the token was known when it was opened) and answers `new`
@@ -50,6 +58,8 @@ export const WINDOW_SECONDS = 60;
 export const DEFAULT_LIMITER_TIMEOUT_MS = 50;
 /** At most one fail-open log line per endpoint per interval; the rest are counted. */
 const FAIL_OPEN_LOG_INTERVAL_MS = 10_000;
+/** Local windows a process keeps while Redis fails; past this (and after a sweep) it fails open. */
+export const LOCAL_WINDOWS_MAX = 100_000;
 
 /**
  * KEYS: the window keys of a batch (a key may repeat: each occurrence counts). ARGV[1]: the window
@@ -106,6 +116,8 @@ export type RateDecision =
       resetSeconds: number;
       /** Milliseconds until the window resets, as Redis reported them (resetSeconds rounds up). */
       resetMs: number;
+      /** Counted by this process (the local fallback) because Redis failed or was too slow. */
+      local?: true;
     }
   /** Fail-open: the store did not answer in time, so nothing is known about the window. */
   | { kind: "unknown"; limit: number };
@@ -136,6 +148,13 @@ export interface RateLimiterOptions {
   clock: Clock;
   /** Lua calls in flight and keys per call (default DEFAULT_BATCH_LIMITS). */
   batching?: BatchLimits;
+  /**
+   * This replica's share of each limit while Redis fails (0 < share <= 1; default 1): the local
+   * fallback allows `ceil(limit × share)` requests per window.
+   */
+  localShare?: number;
+  /** Local windows kept at most (default LOCAL_WINDOWS_MAX); beyond, the limiter fails open. */
+  localWindowsMax?: number;
 }
 
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
@@ -181,26 +200,34 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
       return results;
     },
   });
-  const lastLogged = new Map<LimitedEndpoint, { at: number; suppressed: number }>();
+  const lastLogged = new Map<string, { at: number; suppressed: number }>();
+  const local = createLocalWindows({
+    share: options.localShare ?? 1,
+    maxWindows: options.localWindowsMax ?? LOCAL_WINDOWS_MAX,
+    now: () => options.clock.now().getTime(),
+  });
 
-  function logFailOpen(endpoint: LimitedEndpoint, error: unknown): void {
+  function logFallback(endpoint: LimitedEndpoint, error: unknown, fallback: "local" | "open"): void {
     const now = options.clock.now().getTime();
-    const state = lastLogged.get(endpoint);
+    const logKey = `${fallback}:${endpoint}`;
+    const state = lastLogged.get(logKey);
     if (state && now - state.at < FAIL_OPEN_LOG_INTERVAL_MS) {
       state.suppressed++;
       return;
     }
     options.logger.warn(
       {
-        event: "rate_limit_fail_open",
+        event: fallback === "local" ? "rate_limit_local_fallback" : "rate_limit_fail_open",
         endpoint,
         reason: error instanceof TimeoutError ? "timeout" : "store_error",
         err: describeError(error),
         suppressed: state?.suppressed ?? 0,
       },
-      "rate limiter unavailable; failing open",
+      fallback === "local"
+        ? "rate limiter unavailable; counting this replica's share locally"
+        : "rate limiter unavailable; failing open",
     );
-    lastLogged.set(endpoint, { at: now, suppressed: 0 });
+    lastLogged.set(logKey, { at: now, suppressed: 0 });
   }
 
   async function count(endpoint: LimitedEndpoint, key: string, open: boolean) {
@@ -215,8 +242,16 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
         ? ({ kind: "limited", limit, remaining: 0, resetSeconds, resetMs: ttlMs } as const)
         : ({ kind: "allowed", limit, remaining: limit - count, resetSeconds, resetMs: ttlMs } as const);
     } catch (error) {
-      logFailOpen(endpoint, error);
-      return { kind: "unknown", limit } as const;
+      // A window this process has not opened is opened only for a confirmed token (`open`): an
+      // unconfirmed one answers `new`, and the caller counts it again once PostgreSQL confirmed it.
+      const counted = local.count(endpoint, key, limit, open);
+      if (counted === "new") return { kind: "new", limit } as const;
+      if (counted === "full") {
+        logFallback(endpoint, error, "open");
+        return { kind: "unknown", limit } as const;
+      }
+      logFallback(endpoint, error, "local");
+      return counted;
     }
   }
 
@@ -227,6 +262,56 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
       return decision.kind === "new" ? { kind: "unknown", limit: decision.limit } : decision;
     },
     consumeExisting: (endpoint, key) => count(endpoint, key, false),
+  };
+}
+
+/**
+ * The local fallback's windows: a fixed window per endpoint and key, opened at its first local
+ * count, allowing `ceil(limit × share)`. Expired windows are swept when the table is full; a table
+ * still full after the sweep counts nothing more ("full": the caller fails open).
+ */
+function createLocalWindows(options: { share: number; maxWindows: number; now: () => number }) {
+  const windows = new Map<string, { count: number; resetAt: number }>();
+  const sweep = (now: number) => {
+    for (const [key, window] of windows) if (window.resetAt <= now) windows.delete(key);
+  };
+  return {
+    count(
+      endpoint: LimitedEndpoint,
+      key: string,
+      limit: number,
+      open: boolean,
+    ): Extract<RateDecision, { kind: "allowed" | "limited" }> | "new" | "full" {
+      const now = options.now();
+      const id = `${endpoint}:${key}`;
+      let window = windows.get(id);
+      if (window !== undefined && window.resetAt <= now) {
+        windows.delete(id);
+        window = undefined;
+      }
+      if (window === undefined) {
+        if (!open) return "new";
+        if (windows.size >= options.maxWindows) sweep(now);
+        if (windows.size >= options.maxWindows) return "full";
+        window = { count: 0, resetAt: now + WINDOW_SECONDS * 1000 };
+        windows.set(id, window);
+      }
+      window.count++;
+      const share = Math.max(1, Math.ceil(limit * options.share));
+      const resetMs = window.resetAt - now;
+      const resetSeconds = toSeconds(resetMs);
+      // The headers and a 429 describe what this replica allows meanwhile: its share.
+      return window.count > share
+        ? { kind: "limited", limit: share, remaining: 0, resetSeconds, resetMs, local: true }
+        : {
+            kind: "allowed",
+            limit: share,
+            remaining: share - window.count,
+            resetSeconds,
+            resetMs,
+            local: true,
+          };
+    },
   };
 }
 
