@@ -10,8 +10,10 @@
  *
  * Each class has a cap on its requests in flight; past it, and while the event loop's lag is past
  * `lagThresholdMs` (and for `holdMs` after), a request of the class is answered at once with 503
- * and Retry-After, before any I/O. The lag is measured by a cheap ticker: how late its last tick
- * fired, or how overdue the next one is already.
+ * and Retry-After, before any I/O. The lag is measured by a cheap ticker every `tickMs`: the lag
+ * is past the threshold when the last tick fired that late and the one before it did too, or the
+ * next one is already that overdue; one late tick alone (a GC pause, a descheduled process) sheds
+ * nothing.
  */
 import { performance } from "node:perf_hooks";
 import { ApiError } from "@botdir/schema";
@@ -57,20 +59,24 @@ export function createFloodBudget(options: FloodBudgetOptions = {}): FloodBudget
   const pending: Record<FloodClass, number> = { unknown_token: 0, widget: 0 };
   let due = performance.now() + tickMs;
   let lastLate = 0;
+  let previousLate = 0;
   let shedUntil = Number.NEGATIVE_INFINITY;
   const ticker = setInterval(() => {
     const now = performance.now();
+    previousLate = lastLate;
     lastLate = Math.max(0, now - due);
     due = now + tickMs;
   }, tickMs);
   ticker.unref();
 
-  const lagMs = () => Math.max(lastLate, performance.now() - due);
+  const overdue = () => performance.now() - due;
+  const lagMs = () => Math.max(lastLate, overdue());
+  const lagging = () => lastLate > threshold && (previousLate > threshold || overdue() > threshold);
 
   return {
     enter(kind) {
       const now = performance.now();
-      if (lagMs() > threshold) shedUntil = now + holdMs;
+      if (lagging()) shedUntil = now + holdMs;
       if (now < shedUntil || pending[kind] >= maxPending[kind]) {
         options.onShed?.(kind);
         return false;
