@@ -8,6 +8,8 @@ export interface LoadResult {
   non2xx: number;
   errors: number;
   total: number;
+  /** Answers by status code (load() fills it; not averaged). */
+  statuses?: Record<string, number>;
 }
 
 export interface LoadOptions {
@@ -20,6 +22,8 @@ export interface LoadOptions {
   overallRate?: number;
   /** Stop after this many requests instead of after durationS. */
   amount?: number;
+  /** Seconds before a request counts as timed out (autocannon's default 10). */
+  timeoutS?: number;
 }
 
 export async function load(options: LoadOptions): Promise<LoadResult> {
@@ -29,6 +33,7 @@ export async function load(options: LoadOptions): Promise<LoadResult> {
     duration: options.durationS,
     overallRate: options.overallRate,
     amount: options.amount,
+    ...(options.timeoutS === undefined ? {} : { timeout: options.timeoutS }),
     requests: [
       {
         method: options.method ?? "GET",
@@ -52,13 +57,16 @@ export async function load(options: LoadOptions): Promise<LoadResult> {
     non2xx: result.non2xx,
     errors: result.errors + result.timeouts,
     total: result.requests.total,
+    statuses: Object.fromEntries(
+      Object.entries(result.statusCodeStats ?? {}).map(([status, stat]) => [status, stat.count ?? 0]),
+    ),
   };
 }
 
 /** The mean of each figure over rounds (totals summed). */
 export function average(results: LoadResult[]): LoadResult {
   const n = results.length;
-  const sum = (k: keyof LoadResult) => results.reduce((a, r) => a + r[k], 0);
+  const sum = (k: Exclude<keyof LoadResult, "statuses">) => results.reduce((a, r) => a + r[k], 0);
   return {
     rps: Math.round(sum("rps") / n),
     p50: Math.round((sum("p50") / n) * 10) / 10,

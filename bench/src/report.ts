@@ -3,6 +3,7 @@
  * against their targets), the per-process table of a delivered vote, the hot paths against the
  * floor, and one line per other scenario.
  */
+import { FLOOD_LIMIT, type FloodResult } from "./scenarios/flood.js";
 import type { HostileResult } from "./scenarios/hostile.js";
 import type { WebhookMixResult } from "./scenarios/mix.js";
 import type { PathsResult } from "./scenarios/paths.js";
@@ -68,6 +69,7 @@ interface Report extends PathsResult {
   webhook: WebhookResult;
   webhookMix: WebhookMixResult | null;
   hostile: HostileResult | null;
+  flood?: FloodResult;
   memoryMb: Record<string, { max: number; first: number; last: number }>;
   durationS: number;
 }
@@ -148,6 +150,14 @@ export function printReport(report: Report, file: string): void {
     report.hostile
       ? `hostile: healthy p99 ${report.hostile.healthyLatencyMs.p99} ms at 500 votes/s (target < 250 ms), drain ${report.hostile.drain.perSecond} healthy deliveries/s (target ≥ 1,000)`
       : "hostile: not run",
+    report.flood
+      ? `flood (real token, limit ${FLOOD_LIMIT}/min; goal ≥ 540 and ≤ 600 answered 200, p99 ≤ 250 ms): ${report.flood.rounds
+          .map(
+            (r) =>
+              `200 ${r.real.answered200} / 429 ${r.real.limited429} / p99 ${r.real.p99} ms / fail-open ${r.failOpen} / local ${r.localFallback}`,
+          )
+          .join("; ")}`
+      : "flood: not run",
     `memory (max RSS MB): ${Object.entries(report.memoryMb)
       .map(([k, m]) => `${k} ${m.max} (first ${m.first}, last ${m.last})`)
       .join(", ")}`,

@@ -2,17 +2,18 @@
  * `pnpm bench`: starts the stack (src/stack.ts) and runs each scenario of src/scenarios/ against
  * it, every one against floors built from the same components in the same run (src/floor.ts, and
  * src/sender-floor.ts for the dispatcher): the hot paths, vote → webhook, `webhook-mix` (what a
- * delivered vote costs) and `hostile`. Prints the tables and writes
+ * delivered vote costs), `hostile` and `flood` (a real token's answers while the API is flooded). Prints the tables and writes
  * bench/results/runs/<timestamp>.json, then the day's median file (src/summary.ts).
  *
  * BENCH_ONLY="check,stats" runs the hot paths whose name contains one of the words, and the
- * scenarios named (webhook, mix, hostile).
+ * scenarios named (webhook, mix, hostile, flood).
  */
 import { cpus } from "node:os";
 import path from "node:path";
 import { appNodeVersion, ROOT } from "./procs.js";
 import { headlineOf, printReport } from "./report.js";
 import { drain } from "./scenarios/drain.js";
+import { flood } from "./scenarios/flood.js";
 import { hostile } from "./scenarios/hostile.js";
 import { webhookMix } from "./scenarios/mix.js";
 import { hotPaths } from "./scenarios/paths.js";
@@ -41,6 +42,12 @@ async function main(): Promise<void> {
       ? await hostile(stack, settings, stack.seeded.hostileBots, stack.seeded.hostileHealthy, {
           seconds: 10,
           drainVotes: Number(process.env.BENCH_HOSTILE_DRAIN_VOTES ?? 5_000),
+        })
+      : null;
+    const floodResult = selected("flood")
+      ? await flood(stack, {
+          rounds: Number(process.env.BENCH_FLOOD_ROUNDS ?? 3),
+          seconds: Number(process.env.BENCH_FLOOD_S ?? 10),
         })
       : null;
     // Only when asked for by name: builds of the dispatcher compared on a full queue.
@@ -73,6 +80,7 @@ async function main(): Promise<void> {
       webhookMix: mix,
       hostile: hostileResult,
       ...(drainResult ? { drain: drainResult } : {}),
+      ...(floodResult ? { flood: floodResult } : {}),
       memoryMb: stack.memory(),
       durationS: Math.round((Date.now() - startedAt) / 1000),
     };
