@@ -141,7 +141,8 @@ export async function startNode(
   };
 }
 
-export async function waitForHttp(url: string, timeoutMs = 30_000): Promise<void> {
+/** Generous: on a shared, busy host an app's start (bundle load, connections) can take a minute. */
+export async function waitForHttp(url: string, timeoutMs = 120_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {

@@ -154,7 +154,7 @@ export function printReport(report: Report, file: string): void {
       ? `flood (real token, limit ${FLOOD_LIMIT}/min; goal ≥ 540 and ≤ 600 answered 200, p99 ≤ 250 ms): ${report.flood.rounds
           .map(
             (r) =>
-              `200 ${r.real.answered200} / 429 ${r.real.limited429} / p99 ${r.real.p99} ms / fail-open ${r.failOpen} / local ${r.localFallback}`,
+              `${r.build}: 200 ${r.real.answered200} / 429 ${r.real.limited429} / p99 ${r.real.p99} ms / fail-open ${r.failOpen} / local ${r.localFallback}`,
           )
           .join("; ")}`
       : "flood: not run",

@@ -7,7 +7,9 @@
  *   each round takes a bot that only `POST /stats` uses elsewhere).
  * Per round: the real token's 200s (goal ≥ 90 % of 600, never > 600), 429s, other statuses and
  * errors, p99, and what the API's /metrics counted meanwhile: limiter fail-open and local-fallback
- * decisions and shed requests; the floods' statuses.
+ * decisions and shed requests; the floods' statuses. With BENCH_BASE_APPS (stack.ts `base`), each
+ * round runs on this build's API and on the base's in turn (the first to go alternating), so the
+ * two are measured through the same stretch of the host's load.
  */
 import { randomBytes } from "node:crypto";
 import { type LoadResult, load } from "../load.js";
@@ -17,6 +19,8 @@ import { botId, log, type Stack, userId } from "../stack.js";
 export const FLOOD_LIMIT = 600;
 
 export interface FloodRound {
+  /** "this build", or "base" (BENCH_BASE_APPS). */
+  build: string;
   real: {
     answered200: number;
     limited429: number;
@@ -59,12 +63,21 @@ export async function flood(
   let widget = 0;
   const rounds: FloodRound[] = [];
   const { statsBots } = stack.seeded;
-  for (let round = 0; round < options.rounds; round++) {
+  const builds = [
+    { build: "this build", apiUrl: stack.apiUrl, metricsUrl: stack.apiMetricsUrl },
+    ...(stack.base
+      ? [{ build: "base", apiUrl: stack.base.apiUrl, metricsUrl: stack.base.apiMetricsUrl }]
+      : []),
+  ];
+  const turns = Array.from({ length: options.rounds }, (_, round) =>
+    round % 2 === 0 ? builds : [...builds].reverse(),
+  ).flat();
+  for (const [round, target] of turns.entries()) {
     // The last bots of /stats's rotation: their /check windows are untouched by every other row.
     const bot = statsBots[statsBots.length - 1 - round] as { id: string; token: string };
-    const before = await metricSums(stack.apiMetricsUrl, COUNTERS);
+    const before = await metricSums(target.metricsUrl, COUNTERS);
     const run = (connectionsOf: number, request: () => { path: string; headers?: Record<string, string> }) =>
-      load({ url: stack.apiUrl, durationS: options.seconds, connections: connectionsOf, request });
+      load({ url: target.apiUrl, durationS: options.seconds, connections: connectionsOf, request });
     const [real, unknownTokens, widgets] = await Promise.all([
       run(connections.real, () => ({
         path: `/api/v1/bots/${bot.id}/check?userId=${userId(1)}`,
@@ -76,10 +89,11 @@ export async function flood(
       })),
       run(connections.flood, () => ({ path: `/widget/${700000000000000000n + BigInt(widget++)}.svg` })),
     ]);
-    const after = await metricSums(stack.apiMetricsUrl, COUNTERS);
+    const after = await metricSums(target.metricsUrl, COUNTERS);
     const delta = (i: number) => (after[i] ?? 0) - (before[i] ?? 0);
     const statuses = (r: LoadResult) => r.statuses ?? {};
     const result: FloodRound = {
+      build: target.build,
       real: {
         answered200: statuses(real)["200"] ?? 0,
         limited429: statuses(real)["429"] ?? 0,
@@ -101,7 +115,7 @@ export async function flood(
     rounds.push(result);
     const r = result.real;
     log(
-      `flood round ${round + 1}: real token 200 ${r.answered200} of ${FLOOD_LIMIT}, 429 ${r.limited429}, ` +
+      `flood round ${round + 1} (${target.build}): real token 200 ${r.answered200} of ${FLOOD_LIMIT}, 429 ${r.limited429}, ` +
         `statuses {${statusText(r.statuses)}}, errors/timeouts ${r.errors}, p99 ${r.p99} ms; ` +
         `limiter fail-open ${result.failOpen}, local fallback ${result.localFallback}, shed ${result.shed}; ` +
         `unknown tokens ${unknownTokens.rps}/s {${statusText(result.unknownTokens.statuses)}} errors ${unknownTokens.errors}; ` +
