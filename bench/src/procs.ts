@@ -141,7 +141,10 @@ export async function startNode(
   };
 }
 
-export async function waitForHttp(url: string, timeoutMs = 30_000): Promise<void> {
+/** How long an app may take to answer its health check (BENCH_START_TIMEOUT_MS; a loaded machine needs more). */
+const START_TIMEOUT_MS = Number(process.env.BENCH_START_TIMEOUT_MS ?? 30_000);
+
+export async function waitForHttp(url: string, timeoutMs = START_TIMEOUT_MS): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
