@@ -141,8 +141,10 @@ export async function startNode(
   };
 }
 
-/** Generous: on a shared, busy host an app's start (bundle load, connections) can take a minute. */
-export async function waitForHttp(url: string, timeoutMs = 120_000): Promise<void> {
+/** How long an app may take to answer its health check (BENCH_START_TIMEOUT_MS): a shared, busy host can need a minute. */
+const START_TIMEOUT_MS = Number(process.env.BENCH_START_TIMEOUT_MS ?? 120_000);
+
+export async function waitForHttp(url: string, timeoutMs = START_TIMEOUT_MS): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {

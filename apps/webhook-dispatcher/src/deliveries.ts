@@ -36,6 +36,8 @@ export interface DeliveryTarget {
   botId: string;
   userId: string;
   votedAt: Date;
+  /** The vote page's query string the vote was cast with (vote_log.query), or null. */
+  query: Record<string, string> | null;
   url: string;
   /** Decrypted right after the claim (see ClaimResult `unreadable`). */
   secret: string;
@@ -99,11 +101,21 @@ interface DeliveryRow {
   bot_id: string;
   user_id: string;
   voted_at: Date;
+  query: Record<string, string> | null;
   webhook_url: string | null;
   webhook_secret_encrypted: string | null;
   webhook_previous_secret_encrypted: string | null;
   webhook_disabled_at: Date | null;
 }
+
+/**
+ * The vote page's query string of a claimed delivery's vote (vote_log.query, null when none), read
+ * beside the claim function's row in the same statement: two primary-key probes, and only for a
+ * row that was claimed.
+ */
+const QUERY_OF_CLAIMED = `CASE WHEN c.claimed_attempt IS NOT NULL THEN
+         (SELECT v.query FROM webhook_deliveries wd JOIN vote_log v ON v.id = wd.vote_id WHERE wd.id = c.id)
+       END AS query`;
 
 /**
  * The claim statements: the function botdir_claim_deliveries (migration
@@ -122,8 +134,8 @@ interface DeliveryRow {
  */
 const CLAIM_SQL = `
 SELECT state, attempts_made, next_attempt_at, lease_until, bot_id, user_id, voted_at, claimed_attempt,
-       webhook_url, webhook_secret_encrypted, webhook_previous_secret_encrypted
-  FROM botdir_claim_deliveries(ARRAY[$1::uuid], true, $2::timestamptz, $3::timestamptz, $4::timestamptz, $5::int)`;
+       webhook_url, webhook_secret_encrypted, webhook_previous_secret_encrypted, ${QUERY_OF_CLAIMED}
+  FROM botdir_claim_deliveries(ARRAY[$1::uuid], true, $2::timestamptz, $3::timestamptz, $4::timestamptz, $5::int) c`;
 
 interface ClaimRow {
   state: DeliveryRow["state"];
@@ -133,6 +145,7 @@ interface ClaimRow {
   bot_id: string;
   user_id: string;
   voted_at: Date;
+  query: Record<string, string> | null;
   claimed_attempt: number | null;
   webhook_url: string | null;
   webhook_secret_encrypted: string | null;
@@ -141,8 +154,8 @@ interface ClaimRow {
 
 const CLAIM_BATCH_SQL = `
 SELECT id, state, attempts_made, next_attempt_at, lease_until, bot_id, user_id, voted_at, claimed_attempt,
-       webhook_url, webhook_secret_encrypted, webhook_previous_secret_encrypted
-  FROM botdir_claim_deliveries($1::uuid[], false, $2::timestamptz, $3::timestamptz, $4::timestamptz, $5::int)`;
+       webhook_url, webhook_secret_encrypted, webhook_previous_secret_encrypted, ${QUERY_OF_CLAIMED}
+  FROM botdir_claim_deliveries($1::uuid[], false, $2::timestamptz, $3::timestamptz, $4::timestamptz, $5::int) c`;
 
 export async function claimAttempt(db: Db, deliveryId: string, options: ClaimOptions): Promise<ClaimResult> {
   const { leaseUntil, dueBy } = claimTimes(options);
@@ -208,7 +221,7 @@ function webhookOf(row: Pick<DeliveryRow, "webhook_url" | "webhook_secret_encryp
  */
 function claimedOrUnreadable(
   deliveryId: string,
-  row: Pick<DeliveryRow, "bot_id" | "user_id" | "voted_at" | "webhook_previous_secret_encrypted">,
+  row: Pick<DeliveryRow, "bot_id" | "user_id" | "voted_at" | "query" | "webhook_previous_secret_encrypted">,
   webhook: Webhook,
   attemptNumber: number,
   leaseUntil: Date,
@@ -227,7 +240,7 @@ function claimedOrUnreadable(
 /** The result of a successful claim: what the attempt sends, and to where. */
 function claimed(
   deliveryId: string,
-  row: Pick<DeliveryRow, "bot_id" | "user_id" | "voted_at">,
+  row: Pick<DeliveryRow, "bot_id" | "user_id" | "voted_at" | "query">,
   url: string,
   attemptNumber: number,
   leaseUntil: Date,
@@ -243,6 +256,7 @@ function claimed(
       botId: row.bot_id,
       userId: row.user_id,
       votedAt: row.voted_at,
+      query: row.query,
       url,
       secret,
       previousSecret,
@@ -266,7 +280,7 @@ async function claimInTransaction(db: Db, deliveryId: string, options: ClaimOpti
   return inTransaction(db, async (client) => {
     const found = await client.query<DeliveryRow>(
       `SELECT d.state, d.attempts_made, d.next_attempt_at, d.lease_until, d.attempt_started_at,
-              d.bot_id, v.user_id, v.voted_at, b.webhook_url, b.webhook_secret_encrypted,
+              d.bot_id, v.user_id, v.voted_at, v.query, b.webhook_url, b.webhook_secret_encrypted,
               CASE WHEN b.webhook_previous_secret_until > $2 THEN b.webhook_previous_secret_encrypted END
                 AS webhook_previous_secret_encrypted,
               b.webhook_disabled_at

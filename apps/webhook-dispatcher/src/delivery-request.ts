@@ -11,6 +11,8 @@ export interface DeliveryContent {
   botId: string;
   userId: string;
   votedAt: Date;
+  /** The vote page's query string (vote_log.query): sent as `query` when there is one. */
+  query?: Readonly<Record<string, string>> | null;
   /** The secret before a rotation, during its overlap: it signs `webhook-signature` too. */
   previousSecret?: string | null;
 }
@@ -30,6 +32,7 @@ export function buildDeliveryRequest(
     bot_id: content.botId,
     user_id: content.userId,
     voted_at: toIso(content.votedAt),
+    ...(content.query ? { query: content.query } : {}),
   };
   const signing = {
     id: content.deliveryId,

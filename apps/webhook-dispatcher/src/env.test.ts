@@ -25,6 +25,22 @@ describe("dispatcher environment", () => {
     );
   });
 
+  it.each(["14", "1"])(
+    "when WEBHOOK_RETENTION_DAYS is %s (not above the 14-day recovery window), then start-up fails in one line naming it",
+    (days) => {
+      expect(() =>
+        parseEnv(DispatcherEnv, { SECRET_ENCRYPTION_KEY: key, WEBHOOK_RETENTION_DAYS: days }),
+      ).toThrow(
+        "Invalid environment: WEBHOOK_RETENTION_DAYS must be more than 14 (the recovery window, days): a recovery would send pruned delivered votes again.",
+      );
+    },
+  );
+
+  it("when WEBHOOK_RETENTION_DAYS is 15, then it is accepted", () => {
+    const env = parseEnv(DispatcherEnv, { SECRET_ENCRYPTION_KEY: key, WEBHOOK_RETENTION_DAYS: "15" });
+    expect(env.WEBHOOK_RETENTION_DAYS).toBe(15);
+  });
+
   it("when the retry delays are not four numbers, then start-up fails naming the variable", () => {
     expect(() =>
       parseEnv(DispatcherEnv, { SECRET_ENCRYPTION_KEY: key, WEBHOOK_RETRY_DELAYS_MS: "1,2,3" }),

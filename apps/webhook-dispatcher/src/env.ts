@@ -1,4 +1,4 @@
-import { DEFAULT_QUEUE_PREFIX } from "@botdir/schema";
+import { DEFAULT_QUEUE_PREFIX, RECOVERY_MAX_AGE_DAYS } from "@botdir/schema";
 import {
   checkClusterQueuePrefix,
   checkHttpTimeouts,
@@ -108,8 +108,17 @@ export const DispatcherEnv = z
      * Delivery retention (src/retention.ts): deliveries in a final state completed longer ago than
      * this are deleted with their attempts (each bot keeps its last ten attempts). One replica runs
      * it every WEBHOOK_RETENTION_INTERVAL_S (advisory lock); 0 turns it off in this replica.
+     * Above the recovery window (RECOVERY_MAX_AGE_DAYS, 14): a recovery tells delivered votes from
+     * undelivered ones by these rows, so a pruned delivered vote would be sent again.
      */
-    WEBHOOK_RETENTION_DAYS: z.coerce.number().int().min(1).max(3_650).default(30),
+    WEBHOOK_RETENTION_DAYS: z.coerce
+      .number()
+      .int()
+      .min(RECOVERY_MAX_AGE_DAYS + 1, {
+        error: `must be more than ${RECOVERY_MAX_AGE_DAYS} (the recovery window, days): a recovery would send pruned delivered votes again`,
+      })
+      .max(3_650)
+      .default(30),
     WEBHOOK_RETENTION_INTERVAL_S: z.coerce.number().int().min(0).max(604_800).default(3_600),
     WEBHOOK_RETENTION_BATCH: z.coerce.number().int().min(1).max(10_000).default(500),
   })

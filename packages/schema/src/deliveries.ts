@@ -183,7 +183,10 @@ export const RECOVERY_MESSAGES = {
 
 /** The 409 of a recovery over a window overlapping one still running: names the running one. */
 export function recoveryRunning(recoveryId: string): ApiError {
-  return new ApiError("conflict", `Recovery ${recoveryId} over an overlapping window is still running.`);
+  return ApiError.conflict(
+    "recovery_running",
+    `Recovery ${recoveryId} over an overlapping window is still running.`,
+  );
 }
 
 /** The answer to a recovery that did not start, identical in every app. */
@@ -192,9 +195,9 @@ export function recoveryRefusal(
 ): ApiError {
   switch (result.kind) {
     case "no_webhook":
-      return new ApiError("conflict", RECOVERY_MESSAGES.noWebhook);
+      return ApiError.conflict("no_webhook", RECOVERY_MESSAGES.noWebhook);
     case "disabled":
-      return new ApiError("conflict", RECOVERY_MESSAGES.disabled);
+      return ApiError.conflict("webhook_disabled", RECOVERY_MESSAGES.disabled);
     case "running":
       return recoveryRunning(result.recoveryId);
   }

@@ -37,6 +37,8 @@ export const CONFLICT_CAUSES = {
   no_webhook: "the bot has no webhook URL",
   webhook_changed: "the webhook changed during the request",
   delivery_pending: "the delivery is still pending (a redelivery already started it)",
+  webhook_disabled: "the webhook is disabled; enable it first",
+  recovery_running: "a recovery over an overlapping window is still running",
   conflict: "a 409 without a cause of its own",
 } as const;
 export type ConflictCause = keyof typeof CONFLICT_CAUSES;

@@ -106,8 +106,50 @@ export const VotesPage = z.object({
 });
 export type VotesPage = z.infer<typeof VotesPage>;
 
+/** Bounds of a vote's `query` (the vote page's query string): keys, and UTF-8 bytes of keys and values. */
+export const VOTE_QUERY_MAX_KEYS = 20;
+export const VOTE_QUERY_MAX_BYTES = 1024;
+const QUERY_SHAPE = "must be a flat JSON object of string values";
+const utf8 = new TextEncoder();
+
+/**
+ * The vote page's query string as the site parsed it: a flat map of strings, at most
+ * VOTE_QUERY_MAX_KEYS keys and VOTE_QUERY_MAX_BYTES bytes. Each refusal is one sentence that names
+ * `query`, never a caller's key.
+ */
+export const VoteQuery = z
+  .record(z.string(), z.unknown(), { error: QUERY_SHAPE })
+  .superRefine((query, ctx) => {
+    const keys = Object.keys(query);
+    if (keys.length > VOTE_QUERY_MAX_KEYS) {
+      ctx.addIssue({ code: "custom", message: `must have at most ${VOTE_QUERY_MAX_KEYS} keys` });
+      return;
+    }
+    let bytes = 0;
+    for (const key of keys) {
+      const value = query[key];
+      if (typeof value !== "string") {
+        ctx.addIssue({ code: "custom", message: QUERY_SHAPE });
+        return;
+      }
+      bytes += utf8.encode(key).length + utf8.encode(value).length;
+    }
+    if (bytes > VOTE_QUERY_MAX_BYTES) {
+      ctx.addIssue({
+        code: "custom",
+        message: `must be at most ${VOTE_QUERY_MAX_BYTES} bytes (keys and values, UTF-8)`,
+      });
+    }
+  })
+  .transform((query) => query as Record<string, string>)
+  .meta({
+    description: `The vote page's query string, e.g. {"ref": "discord-ad"}: a flat object of string values, at most ${VOTE_QUERY_MAX_KEYS} keys and ${VOTE_QUERY_MAX_BYTES} bytes of keys and values (UTF-8). Sent in vote.create as \`query\`; an empty object or null counts as none.`,
+    additionalProperties: { type: "string" },
+    maxProperties: VOTE_QUERY_MAX_KEYS,
+  });
+
 /** POST /internal/v1/votes (site frontend → vote-ingest). */
-export const CastVoteBody = z.looseObject({ bot_id: BotId, user_id: UserId });
+export const CastVoteBody = z.looseObject({ bot_id: BotId, user_id: UserId, query: VoteQuery.nullish() });
 export type CastVoteBody = z.infer<typeof CastVoteBody>;
 
 export const CastVoteResponse = z.object({ vote: VoteEntry, nextVoteAt: z.iso.datetime() });

@@ -19,5 +19,9 @@ export const WebhookPayload = z.object({
   bot_id: z.string(),
   user_id: z.string(),
   voted_at: z.iso.datetime(),
+  query: z.record(z.string(), z.string()).optional().meta({
+    description:
+      "The vote page's query string the site passed when the vote was cast (a flat object of strings); absent when none was given.",
+  }),
 });
 export type WebhookPayload = z.infer<typeof WebhookPayload>;

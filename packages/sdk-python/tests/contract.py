@@ -60,6 +60,11 @@ def _type_drift(where: str, hint: Any, schema: JSON) -> List[str]:
     if is_typeddict(hint):
         objects = [v for v in variants if v.get("type") == "object"]
         return drift(hint, objects[0], where) if objects else [f"{where}: the API's value is not an object"]
+    if origin in (dict, Dict):
+        objects = [v for v in variants if v.get("type") == "object"]
+        if not objects:
+            return [f"{where}: the API's value is not an object"]
+        return _type_drift(f"{where}{{}}", get_args(hint)[1], objects[0].get("additionalProperties", {}))
     if origin in (list, List):
         arrays = [v for v in variants if v.get("type") == "array"]
         if not arrays:

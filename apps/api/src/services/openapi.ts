@@ -9,6 +9,7 @@ import {
   CommandsBody,
   CommandsPostBody,
   CommandsResponse,
+  type ConflictCause,
   conflictResponse,
   DELIVERY_MESSAGES,
   DeliveryAttemptsResponse,
@@ -121,6 +122,8 @@ interface OperationInput {
   errors: number[];
   /** Descriptions that replace the shared ones for this operation, by status. */
   errorNotes?: Record<number, string>;
+  /** The X-Botdir-Conflict causes of the 409 note (default: a redelivery's). */
+  conflicts?: ConflictCause[];
   /** Error sentences that replace the shared examples for this operation, by status. */
   errorExamples?: Record<number, string>;
   /** An example request body (with `body`) and success body. */
@@ -137,7 +140,9 @@ function operation(input: OperationInput): JsonObject {
   };
   for (const [status, text] of Object.entries(input.errorNotes ?? {})) {
     const response =
-      status === "409" ? conflictResponse(text, "delivery_pending", "no_webhook") : errorResponse(text);
+      status === "409"
+        ? conflictResponse(text, ...(input.conflicts ?? ["delivery_pending", "no_webhook"]))
+        : errorResponse(text);
     responses[status] = withExample(response, ERROR_EXAMPLES[Number(status)]);
   }
   for (const [status, sentence] of Object.entries(input.errorExamples ?? {})) {
@@ -383,6 +388,7 @@ function buildPaths(): JsonObject {
     errorNotes: {
       409: `\`${RECOVERY_MESSAGES.disabled}\`, \`${RECOVERY_MESSAGES.noWebhook}\`, or \`Recovery <id> over an overlapping window is still running.\``,
     },
+    conflicts: ["webhook_disabled", "no_webhook", "recovery_running"],
   });
   const recovery = operation({
     summary: "Read a recovery's progress",

@@ -22,6 +22,7 @@ export function registerVotes(router: Router, deps: VotesRouteDeps): void {
         body.bot_id,
         body.user_id,
         requestKeptTraceparent(res),
+        body.query ?? null,
       );
       res.setHeader("Cache-Control", "no-store");
       sendJson(res, { vote, nextVoteAt }, 201);

@@ -122,7 +122,7 @@ function buildPaths(): JsonObject {
       post: keyed({
         summary: "Cast a vote",
         description:
-          "Records the vote once (12-hour window per user and bot) together with its webhook delivery, in one transaction, then hands the delivery to the dispatcher's queue. A vote is recorded even when Redis is down (the outbox relay hands it off later). Extra body fields are ignored.",
+          "Records the vote once (12-hour window per user and bot) together with its webhook delivery, in one transaction, then hands the delivery to the dispatcher's queue. A vote is recorded even when Redis is down (the outbox relay hands it off later). `query`, the vote page's query string, is kept with the vote and sent in its vote.create. Extra body fields are ignored.",
         withId: false,
         body: "CastVoteBody",
         success: [
@@ -134,7 +134,7 @@ function buildPaths(): JsonObject {
           ),
         ],
         errors: {
-          400: "A missing or malformed id (`user_id must be a user id (17 to 20 digits).`), `Invalid JSON body.`, or `Content-Type must be application/json.`; names the first problem.",
+          400: "A missing or malformed id (`user_id must be a user id (17 to 20 digits).`), a `query` out of bounds (`query must be a flat JSON object of string values.`, `query must have at most 20 keys.`, `query must be at most 1024 bytes (keys and values, UTF-8).`), `Invalid JSON body.`, or `Content-Type must be application/json.`; names the first problem.",
           404: "`Bot not found.`: unknown bot, or a bot not approved yet.",
           409: {
             description:

@@ -54,8 +54,8 @@ export interface CastVoteOutcome extends CastVoteResult {
 export const ALREADY_VOTED = "The user has already voted for this bot in the last 12 hours.";
 
 // A batch of votes: $1 bot ids, $2 user ids, $3 the vote instants (ISO, ms), $4 the delivery ids to
-// use, $5 the W3C context each vote was cast under (kept on its delivery row: docs/tracing.md)
-// (arrays, one element per vote; no (bot, user) pair twice). Each vote's id is drawn first so
+// use, $5 the W3C context each vote was cast under (kept on its delivery row: docs/tracing.md),
+// $6 the vote page's query string (JSON text or null, kept on the log row) (arrays, one element per vote; no (bot, user) pair twice). Each vote's id is drawn first so
 // its window row can point at the log row it belongs to; a vote refused by the window only leaves a
 // gap in the sequence. `window_voted_at` is read with the statement's snapshot: it is null when a
 // concurrent vote that committed after the snapshot is the one that won; the caller then reads it
@@ -64,8 +64,8 @@ export const ALREADY_VOTED = "The user has already voted for this bot in the las
 // writes.
 const CAST_VOTE_SQL = `
 WITH input AS (
-  SELECT * FROM unnest($1::varchar[], $2::varchar[], $3::timestamptz[], $4::uuid[], $5::varchar[])
-    WITH ORDINALITY AS t(bot_id, user_id, voted_at, delivery_id, traceparent, i)
+  SELECT * FROM unnest($1::varchar[], $2::varchar[], $3::timestamptz[], $4::uuid[], $5::varchar[], $6::jsonb[])
+    WITH ORDINALITY AS t(bot_id, user_id, voted_at, delivery_id, traceparent, query, i)
 ), bot AS (
   SELECT input.i, b.webhook_url IS NOT NULL AND b.webhook_disabled_at IS NULL AS has_webhook
     FROM input JOIN bots b ON b.id = input.bot_id AND b.status = 'approved'
@@ -81,8 +81,8 @@ WITH input AS (
    WHERE w.voted_at <= EXCLUDED.voted_at - interval '${VOTE_WINDOW_MS} milliseconds'
   RETURNING w.vote_id
 ), logged AS (
-  INSERT INTO vote_log (id, bot_id, user_id, voted_at)
-  SELECT win.vote_id, input.bot_id, input.user_id, input.voted_at
+  INSERT INTO vote_log (id, bot_id, user_id, voted_at, query)
+  SELECT win.vote_id, input.bot_id, input.user_id, input.voted_at, input.query
     FROM win JOIN next_vote ON next_vote.id = win.vote_id JOIN input ON input.i = next_vote.i
    ORDER BY input.bot_id, input.user_id
   RETURNING id
@@ -117,6 +117,8 @@ interface CastInput {
   votedAt: string;
   deliveryId: string;
   traceparent: string | null;
+  /** The vote page's query string as JSON text, or null. */
+  query: string | null;
 }
 
 interface CastRow {
@@ -146,6 +148,7 @@ export function createVotes(deps: VotesDeps) {
           votes.map((v) => v.votedAt),
           votes.map((v) => v.deliveryId),
           votes.map((v) => v.traceparent),
+          votes.map((v) => v.query),
         ],
       });
       const answers: CastRow[] = votes.map(() => ({
@@ -182,6 +185,11 @@ export function createVotes(deps: VotesDeps) {
        * row keeps none and the delivery's trace is the one its id names (deliveryTraceparent).
        */
       traceparent: string | null = activeTraceparent(),
+      /**
+       * The vote page's query string (VoteQuery, already validated): kept with the vote and sent
+       * in its vote.create as `query`. Null or empty: none (the event has no `query`).
+       */
+      query: Readonly<Record<string, string>> | null = null,
     ): Promise<CastVoteOutcome> {
       // Milliseconds: the column is timestamptz(3), and the instant is the same everywhere.
       const now = clock.now();
@@ -199,7 +207,15 @@ export function createVotes(deps: VotesDeps) {
             "botdir.bot_id": botId,
           },
         },
-        () => cast({ botId, userId, votedAt, deliveryId, traceparent }),
+        () =>
+          cast({
+            botId,
+            userId,
+            votedAt,
+            deliveryId,
+            traceparent,
+            query: query && Object.keys(query).length > 0 ? JSON.stringify(query) : null,
+          }),
       );
       if (!row.bot_found) throw new ApiError("not_found", MESSAGES.botNotFound);
 

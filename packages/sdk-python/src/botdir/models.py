@@ -10,7 +10,7 @@ is wider than the document's: ``RedeliverResponse.series`` may be None (see ther
 
 from __future__ import annotations
 
-from typing import List, Literal, Optional, TypedDict, Union
+from typing import Dict, List, Literal, Optional, TypedDict, Union
 
 __all__ = [
     "Command",
@@ -156,13 +156,18 @@ class ErrorBody(_ErrorBodyRequired, total=False):
     retryAfter: int
 
 
-class VoteEvent(TypedDict):
-    """The body of a ``vote.create`` webhook."""
-
+class _VoteEventRequired(TypedDict):
     event: Literal["vote.create"]
     bot_id: str
     user_id: str
     voted_at: str
+
+
+class VoteEvent(_VoteEventRequired, total=False):
+    """The body of a ``vote.create`` webhook; ``query`` (the vote page's query string, a flat map of
+    strings) is present only when the site passed one with the vote."""
+
+    query: Dict[str, str]
 
 
 class WebhookTestEvent(TypedDict):

@@ -64,7 +64,16 @@ def test_the_async_client_snippet_runs_against_the_api(stack: Stack, owner_env: 
 
 
 def test_the_error_snippet_runs_against_the_api(stack: Stack, owner_env: Dict[str, str]) -> None:
-    run(snippet_with("except ApiError as error:"), stack, owner_env)
+    run(snippet_with("client.put_commands(commands)\nexcept ApiError as error:"), stack, owner_env)
+
+
+def test_the_recovery_snippet_runs_against_the_api(
+    stack: Stack, owner_env: Dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bot = stack.webhook_bot("http://127.0.0.1:9/votes", SECRET)
+    os.environ["BOTDIR_TOKEN"] = bot["token"]
+    run(snippet_with("client.recover("), stack, bot)
+    assert capsys.readouterr().out.splitlines() == ["0 votes queued again", "done 0 0"]
 
 
 def test_the_verification_snippet_verifies_a_signed_vote_and_refuses_a_forged_one(

@@ -3,7 +3,7 @@ missing field, a renamed one, a required-ness and a type that differ."""
 
 from __future__ import annotations
 
-from typing import List, Literal, Optional, TypedDict
+from typing import Dict, List, Literal, Optional, TypedDict
 
 from ..contract import drift
 
@@ -52,3 +52,22 @@ def test_every_kind_of_drift_is_found() -> None:
     assert "Drifted.at: the API allows null, the type does not" in problems
     assert "Drifted.items: required False in the type, True in the API" in problems
     assert any(p.startswith("Drifted.items[]: integer against") for p in problems)
+
+
+MAP_SCHEMA = {
+    "type": "object",
+    "properties": {"query": {"type": "object", "additionalProperties": {"type": "string"}}},
+}
+
+
+class _Map(TypedDict, total=False):
+    query: Dict[str, str]
+
+
+class _IntMap(TypedDict, total=False):
+    query: Dict[str, int]
+
+
+def test_a_map_is_compared_by_its_values() -> None:
+    assert drift(_Map, MAP_SCHEMA) == []
+    assert drift(_IntMap, MAP_SCHEMA) == ["_IntMap.query{}: integer against the API's ['string']"]
