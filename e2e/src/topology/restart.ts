@@ -1,12 +1,14 @@
 /**
- * The rolling-restart scenario of the topology suite, run N times in a row: two API replicas
- * behind the suite's balancer (readiness polled every 200 ms) take `/check` from 8 keep-alive
- * workers (each sends its next request as soon as the last is answered), with two CPU hogs
+ * The rolling-restart scenario of the topology suite, run N times in a row: two API replicas take
+ * `/check` from 8 keep-alive workers (each sends its next request as soon as the last is
+ * answered), directly over the replicas' keep-alive pools or through the suite's balancer (see
+ * RestartOptions.client), with two CPU hogs
  * (`node -e 'for(;;){}'`) beside them for the whole scenario. Each run starts a new API replica,
  * lets it take load, then SIGTERMs the oldest one and waits for its exit. A request that was reset
  * (ECONNRESET, socket hang up, EPIPE) is a request the replica had accepted and never answered:
  * any one fails the scenario, and so do a timeout, an answer other than 200, 429 (a token past its
- * limit) or a 500 with `Retry-After` (counted and printed), and an exit code other than 0. A refused connection is retried on the other replica by the balancer.
+ * limit) or a 500 with `Retry-After` (counted and printed), and an exit code other than 0. A
+ * refused connection is tried on the other replica.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { sleep } from "../processes.js";

@@ -6,7 +6,9 @@
  *
  * Then the rolling-restart scenario (restart.ts) runs `--restarts=N` times (default 3; 0 skips
  * it): a new API replica started and the oldest one SIGTERMed under `/check` load from 8
- * keep-alive workers, with two CPU hogs beside them; any request reset fails the suite.
+ * keep-alive workers (`--restart-client=direct`, the default: round robin over the replicas with no
+ * readiness; `balancer`: through the balancer), with two CPU hogs beside them; any request reset
+ * fails the suite.
  * `--restarts-only` runs that scenario alone (e.g. `pnpm test:topology --restarts-only
  * --restarts=20`).
  *
