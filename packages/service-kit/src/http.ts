@@ -625,6 +625,8 @@ export function stopAccepting(server: Server): Promise<void> {
       });
     });
     state = { listenerClosed, drained: listenerClosed.then(() => drained) };
+    // Awaited by closeServer; a shutdown that exits before it must not end on an unhandled rejection.
+    state.drained.catch(() => {});
     stopped.set(server, state);
   }
   return state.listenerClosed;
