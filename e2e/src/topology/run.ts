@@ -4,6 +4,14 @@
  * 3 webhook-dispatcher replicas from dist/, runs a minute of mixed load with faults
  * (scenario.ts), prints one summary line and exits 1 with every broken promise listed.
  *
+ * Then the rolling-restart scenario (restart.ts) runs `--restarts=N` times (default 3; 0 skips
+ * it): a new API replica started and the oldest one SIGTERMed under `/check` load from 8
+ * keep-alive workers (`--restart-client=direct`, the default: round robin over the replicas with no
+ * readiness; `balancer`: through the balancer), with two CPU hogs beside them; any request reset
+ * fails the suite.
+ * `--restarts-only` runs that scenario alone (e.g. `pnpm test:topology --restarts-only
+ * --restarts=20`).
+ *
  * Options: `--no-build` (dist/ is current), `--simple` (PostgreSQL directly and one Redis: the
  * single-instance setup, same scenario), `--load-seconds=N` and `--scale=F` (rates × F). DATABASE_URL names the PostgreSQL
  * server (default the local one). The app replicas listen on TOPOLOGY_PORT_BASE (17020) and up,
@@ -14,6 +22,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildApps } from "./phases.js";
+import { restartSummary, restartViolations, runRestarts } from "./restart.js";
 import { runScenario, type ScenarioOptions, summary, violations } from "./scenario.js";
 import { startTopology, type Topology } from "./topology.js";
 
@@ -29,6 +38,9 @@ const option = (name: string): string | undefined =>
 // `--scale=F` (every rate times F).
 const loadSeconds = Number(option("load-seconds") ?? 60);
 const scale = Number(option("scale") ?? 1);
+const restarts = Number(option("restarts") ?? 3);
+const restartsOnly = args.has("--restarts-only");
+const restartClient = option("restart-client") === "balancer" ? "balancer" : "direct";
 
 const SCENARIO: ScenarioOptions = {
   loadMs: loadSeconds * 1000,
@@ -54,7 +66,7 @@ async function main(): Promise<number> {
   const distributed = !args.has("--simple");
   let topology: Topology | undefined;
   let problems: string[] = [];
-  let line = "";
+  const lines: string[] = [];
   try {
     topology = await startTopology({
       distributed,
@@ -65,11 +77,25 @@ async function main(): Promise<number> {
       // A missing binary or a store that does not start: its one line, no stack.
       throw new SetupError(error.message);
     });
-    const figures = await runScenario(topology, SCENARIO);
-    problems = violations(figures, SCENARIO);
-    const total = (Date.now() - started) / 1000;
-    if (total > 300) problems.push(`the suite took ${total.toFixed(0)} s, more than 5 minutes`);
-    line = `${summary(figures, total)} (${distributed ? "PgBouncer + Redis Cluster" : "PostgreSQL + one Redis"})`;
+    const setup = distributed ? "PgBouncer + Redis Cluster" : "PostgreSQL + one Redis";
+    if (!restartsOnly) {
+      const figures = await runScenario(topology, SCENARIO);
+      problems = violations(figures, SCENARIO);
+      const total = (Date.now() - started) / 1000;
+      if (total > 300) problems.push(`the suite took ${total.toFixed(0)} s, more than 5 minutes`);
+      lines.push(`${summary(figures, total)} (${setup})`);
+    }
+    if (restarts > 0) {
+      const figures = await runRestarts(topology, {
+        runs: restarts,
+        workers: 8,
+        hogs: 2,
+        client: restartClient,
+        log,
+      });
+      problems.push(...restartViolations(figures));
+      lines.push(`${restartSummary(figures)} (${setup})`);
+    }
   } catch (error) {
     if (error instanceof SetupError) {
       process.stdout.write(`topology: FAILED: ${error.message}\n`);
@@ -84,7 +110,7 @@ async function main(): Promise<number> {
     }
     await topology?.destroy();
   }
-  if (line) process.stdout.write(`${line}\n`);
+  for (const line of lines) process.stdout.write(`${line}\n`);
   if (problems.length === 0) {
     process.stdout.write("topology: ok\n");
     return 0;

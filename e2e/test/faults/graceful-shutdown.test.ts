@@ -1,11 +1,12 @@
 /**
- * Graceful shutdown of the real processes: on SIGTERM `/readyz` turns 503 at once, requests are
- * still answered for SHUTDOWN_DRAIN_MS (0 in the first tests), then a request already in flight is
- * answered and written, new connections are refused, and the process exits 0.
+ * Graceful shutdown of the real processes: on SIGTERM `/readyz` turns 503 and new connections are
+ * refused at once, requests on open connections are still answered (with `Connection: close`) for
+ * SHUTDOWN_DRAIN_MS (0 in the first tests), a request already in flight is answered and written,
+ * and the process exits 0.
  */
 import http from "node:http";
 import { randomUserId, seedBot } from "@botdir/db/testing";
-import { call, waitFor } from "../../src/processes.js";
+import { waitFor } from "../../src/processes.js";
 import { useStack } from "../../src/stack.js";
 
 const stack = useStack({ replicas: { "webhook-dispatcher": 0 } });
@@ -101,23 +102,38 @@ describe("graceful shutdown", () => {
   });
 });
 
+/** One GET on `agent`: status, Connection header and body. */
+function get(agent: http.Agent, url: string, headers: Record<string, string> = {}) {
+  return new Promise<{ status: number; connection: string | undefined; body: string }>((resolve, reject) => {
+    const req = http.get(url, { agent, headers }, (res) => {
+      let body = "";
+      res.on("data", (c) => {
+        body += c;
+      });
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, body }));
+    });
+    req.on("error", reject);
+  });
+}
+
 describe("drain on SIGTERM", () => {
-  it("when the API gets SIGTERM with SHUTDOWN_DRAIN_MS=6000, then /readyz is 503 at once, requests are answered during the drain, and it exits 0 after it", async () => {
+  it("when the API gets SIGTERM with SHUTDOWN_DRAIN_MS=6000, then /readyz is 503 at once and new connections are refused, requests on open connections are answered with Connection: close during the drain, and it exits 0 after it", async () => {
     // A drain long enough that a loaded machine still fits the readiness check and five requests
     // into it; the expected figures are tens of milliseconds.
     const drainMs = 6_000;
     const draining = await stack.start("api", { SHUTDOWN_DRAIN_MS: String(drainMs) });
     const bot = await seedBot(stack.db);
     const auth = { authorization: bot.token as string };
-    const check = () =>
-      call(`${draining.base}/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`, { headers: auth });
-    expect((await call(`${draining.base}/readyz`)).status).toBe(200);
+    // Ten keep-alive connections opened before the signal (ten requests at once, one each).
+    const agent = new http.Agent({ keepAlive: true });
+    const opened = await Promise.all(Array.from({ length: 10 }, () => get(agent, `${draining.base}/readyz`)));
+    expect(opened.map((r) => r.status)).toEqual(Array(10).fill(200));
 
     const signalled = Date.now();
     draining.child.kill("SIGTERM");
     const notReady = await waitFor(
       async () => {
-        const r = await call(`${draining.base}/readyz`);
+        const r = await get(agent, `${draining.base}/readyz`);
         return r.status === 503 ? r : null;
       },
       "/readyz to turn 503",
@@ -126,25 +142,32 @@ describe("drain on SIGTERM", () => {
     );
     // "At once": before the drain is over, while requests are still served (checked below).
     expect(Date.now() - signalled).toBeLessThan(drainMs);
-    expect(notReady.body).toEqual({
+    expect(JSON.parse(notReady.body)).toEqual({
       status: "unavailable",
       checks: {},
       error: "The service is shutting down.",
     });
-    expect((await call(`${draining.base}/livez`)).status).toBe(200);
+    expect(notReady.connection).toBe("close");
+    // A new connection is refused: the balancer's next attempt goes to another replica.
+    expect(await connects(draining.base)).toBe(false);
+    expect((await get(agent, `${draining.base}/livez`)).status).toBe(200);
 
-    // Served during the drain, on new connections (fetch opens them as needed).
+    // Served during the drain on the connections opened before it, each answer closing its own.
     const answered: number[] = [];
     while (answered.length < 5) {
-      const r = await check();
+      const r = await get(
+        agent,
+        `${draining.base}/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`,
+        auth,
+      );
       answered.push(r.status);
-      expect(r.headers.get("connection")).toBe("close");
+      expect(r.connection).toBe("close");
     }
-    expect(answered.length).toBeGreaterThanOrEqual(5);
     expect(new Set(answered)).toEqual(new Set([200]));
 
     expect(await draining.exited).toBe(0);
     expect(Date.now() - signalled).toBeGreaterThanOrEqual(drainMs);
     expect(draining.output()).not.toMatch(/shutdown step failed|deadline passed/);
+    agent.destroy();
   });
 });

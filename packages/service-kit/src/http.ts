@@ -596,44 +596,79 @@ export function trackConnections(server: Server): void {
   });
 }
 
+/** Servers that stopped accepting: when the listener closed, and when the last connection did. */
+const stopped = new WeakMap<Server, { listenerClosed: Promise<void>; drained: Promise<void> }>();
+
 /**
- * Closes an HTTP server: stops accepting, lets in-flight requests finish, then closes each
- * keep-alive connection once it has carried no request for `idleGraceMs`. Node's own close()
- * drops idle connections at once, and a client whose request is already on its way on one (a
- * connection just opened, or reused a moment ago) then sees a reset for a request it sent; here a
- * request that arrives during the grace is answered, with `Connection: close`.
+ * Stops accepting connections, from the check phase right after the event loop's poll phase (the
+ * listener's backlog was just accepted then, so the close resets as few handshakes as can be), and
+ * keeps every open connection: from now on each answer carries `Connection: close` and its
+ * connection is closed once the answer is written, so the client opens its next connection
+ * elsewhere (and finds this port refused, not reset). Resolves once the listener is closed;
+ * `closeServer` then closes what stays idle.
  */
-export function closeServer(server: Server, idleGraceMs = CLOSE_IDLE_GRACE_MS): Promise<void> {
-  const connections = tracked.get(server);
-  return new Promise((resolve, reject) => {
-    let sweep: NodeJS.Timeout | undefined;
-    const done = (error?: Error) => {
-      clearInterval(sweep);
-      if (error) reject(error);
-      else resolve();
-    };
-    if (!connections) {
-      // A server without tracking: Node's close(), which drops idle connections now and as they
-      // go idle (they would otherwise hold it open until the client's keep-alive timeout).
-      sweep = setInterval(() => server.closeIdleConnections(), 100);
-      server.close(done);
-      return;
-    }
+export function stopAccepting(server: Server): Promise<void> {
+  let state = stopped.get(server);
+  if (!state) {
     server.prependListener("request", (_req: IncomingMessage, res: ServerResponse) => {
       if (!res.headersSent) res.setHeader("Connection", "close");
     });
-    const closeQuiet = () => {
-      const now = Date.now();
-      for (const [socket, state] of connections) {
-        if (state.inFlight === 0 && now - state.lastActive >= idleGraceMs) socket.destroy();
-      }
-    };
-    sweep = setInterval(closeQuiet, Math.max(10, Math.min(100, idleGraceMs / 4)));
-    // net.Server's close: stop listening and call back once every connection has closed, without
-    // http.Server's immediate drop of idle connections.
-    netServerClose.call(server, done);
-    closeQuiet();
-  });
+    let drained: Promise<void> = Promise.resolve();
+    const listenerClosed = new Promise<void>((resolve) => {
+      setImmediate(() => {
+        // net.Server's close: stop listening and call back once every connection has closed,
+        // without http.Server's immediate drop of idle connections.
+        drained = new Promise<void>((done, fail) =>
+          netServerClose.call(server, (error?: Error) => (error ? fail(error) : done())),
+        );
+        resolve();
+      });
+    });
+    state = { listenerClosed, drained: listenerClosed.then(() => drained) };
+    // Awaited by closeServer; a shutdown that exits before it must not end on an unhandled rejection.
+    state.drained.catch(() => {});
+    stopped.set(server, state);
+  }
+  return state.listenerClosed;
+}
+
+/**
+ * Closes an HTTP server: stops accepting (stopAccepting, when not done yet), lets in-flight
+ * requests finish, then closes each keep-alive connection once it has carried no request for
+ * `idleGraceMs`. Node's own close() drops idle connections at once, and a client whose request is
+ * already on its way on one (a connection just opened, or reused a moment ago) then sees a reset
+ * for a request it sent; here a request that arrives during the grace is answered, with
+ * `Connection: close`, and its connection closed after the answer.
+ */
+export async function closeServer(server: Server, idleGraceMs = CLOSE_IDLE_GRACE_MS): Promise<void> {
+  const connections = tracked.get(server);
+  if (!connections) {
+    // A server without tracking: Node's close(), which drops idle connections now and as they
+    // go idle (they would otherwise hold it open until the client's keep-alive timeout).
+    const sweep = setInterval(() => server.closeIdleConnections(), 100);
+    try {
+      await new Promise<void>((resolve, reject) =>
+        server.close((error) => (error ? reject(error) : resolve())),
+      );
+    } finally {
+      clearInterval(sweep);
+    }
+    return;
+  }
+  await stopAccepting(server);
+  const closeQuiet = () => {
+    const now = Date.now();
+    for (const [socket, state] of connections) {
+      if (state.inFlight === 0 && now - state.lastActive >= idleGraceMs) socket.destroy();
+    }
+  };
+  const sweep = setInterval(closeQuiet, Math.max(10, Math.min(100, idleGraceMs / 4)));
+  closeQuiet();
+  try {
+    await stopped.get(server)?.drained;
+  } finally {
+    clearInterval(sweep);
+  }
 }
 
 /**

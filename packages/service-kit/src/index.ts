@@ -45,6 +45,7 @@ export {
   scrubSecrets,
   sendApiError,
   sendJson,
+  stopAccepting,
   type TraceEdgeOptions,
   toApiError,
 } from "./http.js";

@@ -2,7 +2,7 @@ import http from "node:http";
 import net from "node:net";
 import { z } from "zod";
 import { checkHttpTimeouts, EnvFields, httpTimeoutsOf, parseEnv } from "./env.js";
-import { closeServer } from "./http.js";
+import { closeServer, stopAccepting } from "./http.js";
 import { createMetricsRegistry } from "./metrics.js";
 import { createHttpServer, DEFAULT_HTTP_TIMEOUTS, ListenError, type Service, serve } from "./serve.js";
 import { silentLogger } from "./testing.js";
@@ -211,6 +211,58 @@ describe("closeServer: no reset for a request already on its way", () => {
       expect(server.listening).toBe(false);
     },
   );
+
+  it("when the server stops accepting, then new connections are refused, a request on an open keep-alive connection is answered with Connection: close and that connection closed after the answer, and an idle one stays open", async () => {
+    const { server, port } = await started();
+    const used = await openConnection(server, port);
+    await exchange(used, 1);
+    const idle = await openConnection(server, port);
+    await exchange(idle, 1);
+
+    await stopAccepting(server);
+
+    expect(server.listening).toBe(false);
+    const refused = await new Promise<string>((resolve) => {
+      const socket = net.connect(port, "127.0.0.1");
+      socket.once("connect", () => {
+        socket.destroy();
+        resolve("connected");
+      });
+      socket.once("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    });
+    expect(refused).toBe("ECONNREFUSED");
+
+    await exchange(used, 2);
+    // The server ends the connection right after the answer: a clean end, no reset.
+    expect(await used.closed).toEqual({});
+    const last = used.received().split("HTTP/1.1 ").at(-1) ?? "";
+    expect(last).toMatch(/^200 OK\r\n/);
+    expect(last).toMatch(/\r\nConnection: close\r\n/i);
+    expect(last).toMatch(/answered$/);
+
+    // The idle connection is still open, and still answered.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(idle.socket.destroyed).toBe(false);
+    await exchange(idle, 2);
+    expect(await idle.closed).toEqual({});
+    expect(idle.received().split("HTTP/1.1 ").at(-1)).toMatch(/\r\nConnection: close\r\n/i);
+    await closeServer(server);
+  });
+
+  it("when closeServer follows stopAccepting, then a connection idle since before the stop is closed after the grace, and the close completes", async () => {
+    const { server, port } = await started();
+    const idle = await openConnection(server, port);
+    await exchange(idle, 1);
+    await stopAccepting(server);
+
+    const startedAt = Date.now();
+    await closeServer(server, 300);
+
+    expect(await idle.closed).toEqual({});
+    // Idle for the grace (it had been idle since its answer, shortly before the stop).
+    expect(Date.now() - startedAt).toBeLessThan(5_000);
+    expect(idle.received().match(/HTTP\/1\.1 200/g)).toHaveLength(1);
+  });
 
   it("when a keep-alive connection stays quiet for the grace after the server started closing, then it is closed and the close completes", async () => {
     const { server, port } = await started();

@@ -2,7 +2,8 @@
  * One start/stop shape for the three apps: `serve()` creates the HTTP listeners with explicit
  * timeouts and the JSON client-error answers, answers the probes (`/livez`, `/readyz`) in front
  * of the app, and owns the ready/draining state. `onShutdown` on the returned service turns
- * `/readyz` to 503 at once on SIGTERM/SIGINT, keeps serving for the drain, then runs the app's
+ * `/readyz` to 503 and stops accepting connections at once on SIGTERM/SIGINT, answers what arrives
+ * on the open connections for the drain (each answer with `Connection: close`), then runs the app's
  * ordered steps within a deadline. What differs between the apps (their steps, their readiness
  * checks, their extra listeners) stays in each `main.ts`.
  */
@@ -21,6 +22,7 @@ import {
   type Logger,
   listen,
   type ShutdownStep,
+  stopAccepting,
   trackConnections,
 } from "./http.js";
 import { Gauge, type Registry } from "./metrics.js";
@@ -119,10 +121,12 @@ export interface Service {
   /** Closes every listener gracefully (in-flight requests finish, idle sockets close). */
   close(): Promise<void>;
   /**
-   * On SIGTERM: `/readyz` answers 503 at once, the listeners keep serving for `drainMs` (answers
-   * carry `Connection: close` so keep-alive clients move on), then `steps` run in order within
-   * `deadlineMs`; exits 0 when all finished, 1 on a failed step or the deadline. SIGINT (Ctrl-C)
-   * does the same without the drain.
+   * On SIGTERM: `/readyz` answers 503 and the listeners stop accepting connections at once; for
+   * `drainMs` every request on an already open connection is answered, with `Connection: close`,
+   * and that connection closed after the answer (a keep-alive client opens its next one
+   * elsewhere); then `steps` run in order within `deadlineMs` (the `http` step closes the
+   * connections still idle, closeServer); exits 0 when all finished, 1 on a failed step or the
+   * deadline. SIGINT (Ctrl-C) does the same without the drain.
    */
   onShutdown(steps: ShutdownStep[], options: { drainMs: number; deadlineMs?: number }): void;
 }
@@ -196,7 +200,6 @@ export async function serve(options: ServeOptions): Promise<Service> {
           return;
         }
       }
-      if (state === "draining") res.setHeader("Connection", "close");
       app(req, res);
     };
   };
@@ -234,7 +237,8 @@ export async function serve(options: ServeOptions): Promise<Service> {
         state = "draining";
         // Ctrl-C in a terminal (SIGINT) has no load balancer to wait for: no drain.
         const drain = signal === "SIGTERM" ? drainMs : 0;
-        logger.info({ signal, drainMs: drain }, "shutting down: not ready, draining");
+        await Promise.all([server, ...extra.map((l) => l.server)].map((s) => stopAccepting(s)));
+        logger.info({ signal, drainMs: drain }, "shutting down: not ready, not accepting, draining");
         if (drain > 0) await new Promise((resolve) => setTimeout(resolve, drain));
         const timer = setTimeout(() => {
           logger.error({ deadlineMs }, "shutdown deadline passed; exiting");
