@@ -261,11 +261,18 @@ interface RunningApp {
   secondsToHealthy: number;
 }
 
-async function startApp(target: Target, name: string, appEnv: Record<string, string>): Promise<RunningApp> {
+/** Starts one app's container (its name goes into `started` at once, for the cleanup). */
+async function startApp(
+  target: Target,
+  name: string,
+  appEnv: Record<string, string>,
+  started: string[],
+): Promise<RunningApp> {
   const args = ["run", "-d", "--name", name, "--read-only", "--network", "host"];
   for (const [k, v] of Object.entries(appEnv)) args.push("-e", `${k}=${v}`);
   const t0 = Date.now();
   podman([...args, image(target)]);
+  started.push(name);
   await waitFor(
     () => podmanResult(["healthcheck", "run", name]).status === 0,
     `${name}'s HEALTHCHECK`,
@@ -318,22 +325,36 @@ async function tour(facts: Map<Target, { size: number; own: number }>): Promise<
     };
     const id = randomBytes(3).toString("hex");
     const apps = await Promise.all([
-      startApp("api", `botdir-ci-api-${id}`, {
-        ...common,
-        API_PORT: String(apiPort),
-        METRICS_PORT: String(metricsPort),
-      }),
-      startApp("vote-ingest", `botdir-ci-ingest-${id}`, {
-        ...common,
-        INGEST_PORT: String(ingestPort),
-        INTERNAL_API_KEY: internalKey,
-      }),
-      startApp("webhook-dispatcher", `botdir-ci-dispatcher-${id}`, {
-        ...common,
-        DISPATCHER_PORT: String(dispatcherPort),
-      }),
+      startApp(
+        "api",
+        `botdir-ci-api-${id}`,
+        {
+          ...common,
+          API_PORT: String(apiPort),
+          METRICS_PORT: String(metricsPort),
+        },
+        names,
+      ),
+      startApp(
+        "vote-ingest",
+        `botdir-ci-ingest-${id}`,
+        {
+          ...common,
+          INGEST_PORT: String(ingestPort),
+          INTERNAL_API_KEY: internalKey,
+        },
+        names,
+      ),
+      startApp(
+        "webhook-dispatcher",
+        `botdir-ci-dispatcher-${id}`,
+        {
+          ...common,
+          DISPATCHER_PORT: String(dispatcherPort),
+        },
+        names,
+      ),
     ]);
-    names.push(...apps.map((a) => a.name));
     for (const app of apps) {
       const fact = facts.get(app.target);
       const pid1 = podman(["exec", app.name, "cat", "/proc/1/cmdline"]).split("\0")[0];
