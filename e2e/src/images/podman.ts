@@ -26,15 +26,19 @@ export const BASES = {
   prometheus: "localhost/botdir-prometheus:2",
 };
 
+/**
+ * What rootful podman needs here and nothing more: runc (crun refuses hybrid cgroups), netavark
+ * and aardvark-dns (compose services resolve each other), iptables (netavark's NAT and port
+ * forwarding; without it every RUN step fails with `netavark: No such file or directory`); the
+ * kernel's overlay, no slirp4netns,
+ * uidmap or fuse-overlayfs (rootless only), no buildah CLI (podman build has it built in).
+ */
 const DEBIAN_PACKAGES = [
   "podman",
-  "buildah",
   "runc",
-  "fuse-overlayfs",
-  "slirp4netns",
-  "uidmap",
   "netavark",
   "aardvark-dns",
+  "iptables",
   "debootstrap",
   "docker-compose",
 ];
@@ -81,14 +85,32 @@ export function podmanResult(args: string[]) {
   return spawnSync("podman", args, { env: env(), encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
 }
 
-export function buildBases(log: (line: string) => void): void {
-  const r = spawnSync("bash", [join(REPO_ROOT, "docker/local/build-bases.sh")], {
+/**
+ * docker/local/build-bases.sh for `node` (the Debian and Node bases the app targets build on) or
+ * `stores` (PostgreSQL, Redis, Prometheus): its `[bases] …` lines are logged as they come.
+ */
+export function buildBases(what: "node" | "stores", log: (line: string) => void): Promise<void> {
+  const child = spawn("bash", [join(REPO_ROOT, "docker/local/build-bases.sh"), what], {
     env: env(),
     stdio: ["ignore", "inherit", "pipe"],
-    encoding: "utf8",
   });
-  for (const line of (r.stderr ?? "").split("\n")) if (line.startsWith("[bases]")) log(line.slice(8));
-  if (r.status !== 0) throw new Error(`building the base images failed: ${(r.stderr ?? "").slice(-2000)}`);
+  let stderr = "";
+  let pending = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-4000);
+    pending += chunk.toString();
+    const lines = pending.split("\n");
+    pending = lines.pop() ?? "";
+    for (const line of lines) if (line.startsWith("[bases]")) log(line.slice(8));
+  });
+  return new Promise((resolve, reject) => {
+    child.on("error", reject);
+    child.on("exit", (code) =>
+      code === 0
+        ? resolve()
+        : reject(new Error(`building the ${what} base images failed: ${stderr.slice(-2000)}`)),
+    );
+  });
 }
 
 /** `podman system service` on SOCKET until stop() (a Docker-compatible API). */

@@ -1,6 +1,7 @@
 // A webhook receiver in a container beside the compose stack (pnpm test:images): it checks each
 // request's signature against the secret of the bot it names (set through POST /secrets), answers
-// 204, and counts deliveries by X-Webhook-Delivery; GET /stats gives the counts and the votes seen.
+// 204, and counts deliveries by X-Webhook-Delivery; GET /stats gives the counts, the votes seen and
+// when each repeated delivery arrived (ms since the epoch).
 // Plain Node.js, no dependencies: it runs on the local Node base image.
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";
@@ -9,6 +10,7 @@ const secrets = new Map();
 const seen = new Map(); // delivery id -> "botId userId"
 let requests = 0;
 let badSignature = 0;
+const repeatedAt = [];
 
 function read(req) {
   return new Promise((resolve) => {
@@ -33,7 +35,7 @@ createServer(async (req, res) => {
   }
   if (req.method === "GET" && req.url === "/stats") {
     res.setHeader("content-type", "application/json");
-    return res.end(JSON.stringify({ requests, badSignature, deliveries: [...seen.values()] }));
+    return res.end(JSON.stringify({ requests, badSignature, deliveries: [...seen.values()], repeatedAt }));
   }
   const bot = /^\/hook\/([0-9]+)$/.exec(req.url ?? "")?.[1];
   requests += 1;
@@ -48,7 +50,9 @@ createServer(async (req, res) => {
     res.statusCode = 401;
     return res.end();
   }
-  seen.set(String(req.headers["x-webhook-delivery"]), `${vote.bot_id} ${vote.user_id}`);
+  const delivery = String(req.headers["x-webhook-delivery"]);
+  if (seen.has(delivery)) repeatedAt.push(Date.now());
+  seen.set(delivery, `${vote.bot_id} ${vote.user_id}`);
   res.statusCode = 204;
   res.end();
 }).listen(8080, "0.0.0.0");
