@@ -8,9 +8,9 @@
 -- has analysed (no autovacuum, or not yet): its generic plans for `id = ANY(ids)` are sequential
 -- scans, and each call then reads the whole table, a table that grows by every vote (60 s at 400
 -- votes/s read ≈ 100 M rows, docs/performance.md `soak`). A plan made with the call's ids and the
--- table's current size reaches them through the primary key whatever the statistics say; planning
--- them costs less than one such scan of a few thousand rows
--- (packages/db/test/by-id-plans.test.ts).
+-- table's current size reaches them through the primary key whatever the statistics say
+-- (packages/db/test/by-id-plans.test.ts). Planning each call costs PostgreSQL some CPU where a
+-- generic plan would have been good (an analysed table); docs/performance.md gives the figures.
 ALTER FUNCTION "botdir_claim_deliveries"(uuid[], boolean, timestamptz, timestamptz, timestamptz, int)
     SET plan_cache_mode = force_custom_plan;
 
