@@ -58,6 +58,8 @@ export interface SoakRound {
   drainS: number | null;
   cpuS: Record<string, number>;
   cpuUsPerDelivery: Record<string, number>;
+  /** BENCH_SOAK_PG_SAMPLE=1: the busiest tables' scan counters at the end of the load. */
+  pgTables?: Record<string, unknown>[];
 }
 
 const settingsFromEnv = (): SoakSettings => ({
@@ -292,9 +294,9 @@ async function soakRound(
     const apiUrl = `http://127.0.0.1:${apiPort}`;
     const ingestUrl = `http://127.0.0.1:${ingestPort}`;
     await Promise.all([
-      waitForHttp(`${apiUrl}/api/health`, 120_000),
-      waitForHttp(`${ingestUrl}/health`, 120_000),
-      waitForHttp(`http://127.0.0.1:${dispatcherPort}/health`, 120_000),
+      waitForHttp(`${apiUrl}/api/health`, 300_000),
+      waitForHttp(`${ingestUrl}/health`, 300_000),
+      waitForHttp(`http://127.0.0.1:${dispatcherPort}/health`, 300_000),
     ]);
     const apps: Record<string, number> = {};
     for (const pid of childrenOf(start.pid as number)) {
@@ -357,6 +359,7 @@ async function soakRound(
     // BENCH_SOAK_PG_SAMPLE=1: what the database's backends are running, sampled every 100 ms.
     const pgSamples = new Map<string, number>();
     const pgSampling = process.env.BENCH_SOAK_PG_SAMPLE === "1";
+    let pgTables: Record<string, unknown>[] | undefined;
     const sampling = (async () => {
       if (!pgSampling) return;
       const client = new pg.Client({ connectionString: dbUrl });
@@ -386,6 +389,7 @@ async function soakRound(
         `SELECT relname, seq_scan, seq_tup_read, idx_scan, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables ORDER BY seq_tup_read DESC LIMIT 8`,
       );
       for (const r of rows) log(`  table ${JSON.stringify(r)}`);
+      pgTables = rows;
       await client.end();
     }
     const duringLoad = received();
@@ -437,6 +441,7 @@ async function soakRound(
       drainS,
       cpuS,
       cpuUsPerDelivery,
+      ...(pgTables ? { pgTables } : {}),
     };
     log(
       `${build} round ${round}: votes ${v.ok}/${v.sent} answered (p99 ${v.p99} ms), checks ${c.ok}/${c.sent} (p99 ${c.p99} ms); ` +

@@ -100,8 +100,7 @@ async function scansOf(sql: string, args: string): Promise<string[]> {
 
 /**
  * How the UPDATE's target (`alias`) is reached. (The locking statement and the read of the locked
- * rows, aliased otherwise, may well seq-scan a table their statistics call empty; that costs one
- * pass, not one pass per row claimed.)
+ * rows, aliased otherwise, are planned with each call's ids: packages/db/test/by-id-plans.test.ts.)
  */
 const targetOf = (scans: string[], alias: string) => scans.filter((s) => s.startsWith(`${alias}: `));
 
