@@ -29,10 +29,15 @@ CREATE INDEX "vote_windows_remind_at_idx" ON "vote_windows" ("remind_at") WHERE 
 -- for each whose bot still has a usable webhook subscribed to vote.available (none otherwise); the
 -- unique (vote_id, event) makes a second insert for a vote a no-op. `ids` are the delivery ids to
 -- use (version 7 UUIDs made by the caller), at least `batch` of them. Returns the deliveries made
--- and, as `claimed`, how many reminders were taken.
+-- and, as `claimed`, how many reminders were taken. Planned with the call's values
+-- (force_custom_plan): a plan for an unknown LIMIT expects a third of the table and updates the
+-- claimed rows through a scan of all of vote_windows, a cost that grows with pending reminders.
 CREATE FUNCTION "botdir_schedule_reminders"(ids uuid[], batch int, now timestamptz)
 RETURNS TABLE (id uuid, bot_id varchar, claimed int)
-LANGUAGE sql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_custom_plan AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     WITH due AS (
       SELECT w.bot_id, w.user_id, w.vote_id, row_number() OVER (ORDER BY w.remind_at) AS n
         FROM (SELECT v.bot_id, v.user_id, v.vote_id, v.remind_at
@@ -64,7 +69,8 @@ LANGUAGE sql VOLATILE AS $$
     SELECT made.id, made.bot_id, (SELECT count(*)::int FROM cleared) FROM made
     UNION ALL
     -- One row carrying the count when no delivery was made.
-    SELECT NULL, NULL, (SELECT count(*)::int FROM cleared) WHERE NOT EXISTS (SELECT 1 FROM made);
+    SELECT NULL::uuid, NULL::varchar, (SELECT count(*)::int FROM cleared) WHERE NOT EXISTS (SELECT 1 FROM made);
+END;
 $$;
 
 -- The claim also returns the delivery's event (the dispatcher builds the body from it). Dropped and
