@@ -11,6 +11,7 @@ import {
   RedeliverResponse,
   StatsBody,
   StatsResponse,
+  VoteAvailablePayload,
   VoteCheckResult,
   VotesPage,
   WebhookPayload,
@@ -165,6 +166,7 @@ describe("GET /api/v1/openapi.json", () => {
       Error: ErrorBody.strict(),
       Health: HealthBody,
       WebhookPayload,
+      VoteAvailablePayload,
     };
     const media: { where: string; media: { schema: { $ref?: string }; example?: unknown } }[] = [];
     const operations = [
@@ -213,5 +215,25 @@ describe("GET /api/v1/openapi.json", () => {
       ]),
     );
     expect(Object.keys(hook.responses).sort()).toEqual(["2XX", "410", "default"]);
+  });
+
+  it("describes the vote.available webhook with its own payload carrying available_at and the same headers", async () => {
+    const doc = (await request(app).get("/api/v1/openapi.json")).body;
+    const hook = doc.webhooks["vote.available"].post;
+    expect(hook.requestBody.content["application/json"].schema).toEqual({
+      $ref: "#/components/schemas/VoteAvailablePayload",
+    });
+    expect(doc.components.schemas.VoteAvailablePayload.required).toEqual([
+      "event",
+      "bot_id",
+      "user_id",
+      "voted_at",
+      "available_at",
+    ]);
+    const event = hook.parameters.find((p: { name: string }) => p.name === "X-Webhook-Event");
+    expect(event.example).toBe("vote.available");
+    expect(hook.parameters.map((p: { name: string }) => p.name)).toEqual(
+      doc.webhooks["vote.create"].post.parameters.map((p: { name: string }) => p.name),
+    );
   });
 });

@@ -59,6 +59,10 @@ export const IngestEnv = z
     RECOVERY_BATCH: z.coerce.number().int().min(1).max(10_000).default(100),
     /** Deliveries of one recovery pending at most; its next batch waits below it. */
     RECOVERY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(100_000).default(100),
+    /** Time between the reminder scheduler's ticks (docs/webhooks.md "vote.available"). */
+    REMINDER_INTERVAL_MS: z.coerce.number().int().min(50).max(600_000).default(2_000),
+    /** Due vote.available reminders made into deliveries per statement. */
+    REMINDER_BATCH: z.coerce.number().int().min(1).max(10_000).default(500),
     /** BullMQ key prefix; must be the dispatcher's QUEUE_PREFIX. */
     QUEUE_PREFIX: z.string().min(1).max(100).default(DEFAULT_QUEUE_PREFIX),
     /**

@@ -15,6 +15,7 @@ import { createIngestMetrics } from "./metrics.js";
 import { createDeliveryQueue } from "./outbox/queue.js";
 import { createRecoveryDriver } from "./outbox/recovery.js";
 import { createOutboxRelay } from "./outbox/relay.js";
+import { createReminderScheduler } from "./outbox/reminders.js";
 import { secretBoxFromEnv } from "./services/listings.js";
 
 const env = loadEnv();
@@ -50,6 +51,15 @@ const recoveries = createRecoveryDriver({
   batchSize: env.RECOVERY_BATCH,
   maxInFlight: env.RECOVERY_MAX_IN_FLIGHT,
 });
+// Makes the vote.available deliveries of windows that ended (docs/webhooks.md "vote.available").
+const reminders = createReminderScheduler({
+  db,
+  queue: deliveryQueue,
+  clock: systemClock,
+  logger,
+  intervalMs: env.REMINDER_INTERVAL_MS,
+  batchSize: env.REMINDER_BATCH,
+});
 
 const metrics = createIngestMetrics({ outbox: relay }, { processMetrics: true });
 // /readyz needs PostgreSQL only: a vote is recorded without Redis (the relay hands it off later).
@@ -81,11 +91,13 @@ const service = await serveOrExit({
 logger.info({ port: env.INGEST_PORT }, "vote-ingest listening");
 relay.start();
 recoveries.start();
+reminders.start();
 
 service.onShutdown(
   [
     { name: "outbox relay", run: () => relay.stop() },
     { name: "recovery driver", run: () => recoveries.stop() },
+    { name: "reminder scheduler", run: () => reminders.stop() },
     { name: "http", run: () => service.close() },
     { name: "delivery queue", run: () => deliveryQueue.close() },
     { name: "redis", run: () => redis.quit() },

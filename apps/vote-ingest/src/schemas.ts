@@ -4,7 +4,15 @@
  * (services/openapi.ts), and the OpenAPI test validates real responses against that description.
  * The vote endpoint's bodies (CastVoteBody, CastVoteResponse, VoteConflict) live in @botdir/schema.
  */
-import { BotId, Command, type DeliveryAttempt, RecoverResponse } from "@botdir/schema";
+import {
+  BotId,
+  Command,
+  type DeliveryAttempt,
+  RecoverResponse,
+  VOTE_AVAILABLE_EVENT,
+  WEBHOOK_EVENT,
+  WEBHOOK_EVENTS,
+} from "@botdir/schema";
 import { z } from "zod";
 import type { AttemptView, BotSummary as BotSummaryView, ListingView } from "./services/listings.js";
 import type { TestOutcome } from "./services/webhook-test.js";
@@ -20,6 +28,38 @@ export const CreateBotBody = z.strictObject({
 /** PUT /internal/v1/bots/:id/webhook. */
 export const SetWebhookBody = z.strictObject({
   url: z.string().meta({ description: "https URL naming a public host, at most 2048 characters." }),
+});
+
+const KNOWN_EVENTS = WEBHOOK_EVENTS.join(", ");
+
+/** An event a webhook can subscribe to; another name is a 400 listing the known ones. */
+export const WebhookEvent = z.enum(WEBHOOK_EVENTS, {
+  error: () => `must be a known event (${KNOWN_EVENTS})`,
+});
+
+/** PUT /internal/v1/bots/:id/webhook/events: the events the webhook receives from now on. */
+export const SetWebhookEventsBody = z.strictObject({
+  events: z
+    .array(WebhookEvent)
+    .min(1, `must name at least one event (${KNOWN_EVENTS})`)
+    .max(16, "must name at most 16 events")
+    .meta({ description: `The events to send: ${KNOWN_EVENTS}. Repeats count once.` }),
+});
+
+/** Answer of setting the events: the stored set, in the order of the known events. */
+export const WebhookEventsResponse = z.object({ id: BotId, events: z.array(WebhookEvent) });
+
+/** The optional body of POST …/webhook/test: which event to send (default webhook.test). */
+export const TestEventBody = z.object({
+  event: z
+    .enum(["webhook.test", WEBHOOK_EVENT, VOTE_AVAILABLE_EVENT], {
+      error: () => `must be webhook.test, ${KNOWN_EVENTS}`,
+    })
+    .optional()
+    .meta({
+      description:
+        "webhook.test (default); vote.create or vote.available send a sample of that event's body with `test: true` and a sample user.",
+    }),
 });
 
 export const BotStatus = z.enum(["pending", "approved"]);
@@ -112,6 +152,9 @@ export const Listing = z.object({
       "Why the webhook was disabled: dead_endpoint, or gone (the receiver answered 410); null while active.",
   }),
   webhook_disabled_at: Timestamp.nullable(),
+  webhook_events: z.array(WebhookEvent).meta({
+    description: "The events the webhook receives (PUT …/webhook/events); default [vote.create].",
+  }),
   has_token: z.boolean(),
   token_created_at: Timestamp.nullable(),
   created_at: Timestamp,

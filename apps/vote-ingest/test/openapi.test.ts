@@ -158,7 +158,7 @@ describe("GET /internal/v1/openapi.json", () => {
     expect(served).toEqual(
       expect.arrayContaining(["POST /internal/v1/votes", "GET /internal/v1/bots/{id}", "GET /metrics"]),
     );
-    expect(served.length).toBe(17);
+    expect(served.length).toBe(18);
     expect(operationKeys()).toEqual(served);
   });
 
@@ -206,6 +206,7 @@ describe("GET /internal/v1/openapi.json", () => {
       "webhook_state",
       "webhook_disabled_reason",
       "webhook_disabled_at",
+      "webhook_events",
       "has_token",
       "token_created_at",
       "created_at",
@@ -245,6 +246,12 @@ const KEYED: KeyedOperation[] = [
     limitKb: 16,
   },
   { method: "delete", path: "/internal/v1/bots/{id}/webhook", limitKb: 16 },
+  {
+    method: "put",
+    path: "/internal/v1/bots/{id}/webhook/events",
+    body: () => ({ events: ["vote.create", "vote.available"] }),
+    limitKb: 16,
+  },
   { method: "get", path: "/internal/v1/bots/{id}/webhook/deliveries", limitKb: 16 },
   { method: "post", path: "/internal/v1/bots/{id}/webhook/deliveries/{deliveryId}/redeliver", limitKb: 16 },
   { method: "post", path: "/internal/v1/bots/{id}/webhook/secret", limitKb: 16 },
@@ -523,6 +530,44 @@ describe("each documented response schema validates a real response", () => {
     }
     expect(last?.status).toBe(429);
     expectDocumented("POST /internal/v1/bots/{id}/webhook/test", last as request.Response);
+  });
+
+  it("PUT …/webhook/events: 200 with the stored events, 400 for an unknown or no event; POST …/test with an event: 200, 400 for an unknown one", async () => {
+    const op = "PUT /internal/v1/bots/{id}/webhook/events";
+    const bot = await seedBot(t.db);
+    const url = `/internal/v1/bots/${bot.id}/webhook/events`;
+    const set = await request(app)
+      .put(url)
+      .set("Authorization", KEY)
+      .send({ events: ["vote.available", "vote.create"] });
+    expect(set.status).toBe(200);
+    expect(set.body).toEqual({ id: bot.id, events: ["vote.create", "vote.available"] });
+    expectDocumented(op, set);
+    const unknown = await request(app)
+      .put(url)
+      .set("Authorization", KEY)
+      .send({ events: ["vote.delete"] });
+    expect(unknown.status).toBe(400);
+    expectDocumented(op, unknown);
+
+    const testOp = "POST /internal/v1/bots/{id}/webhook/test";
+    await t.db.prisma.bot.update({
+      where: { id: bot.id },
+      data: { webhookUrl: "https://127.0.0.1:9/hook", webhookSecretEncrypted: box.encrypt("whsec_00") },
+    });
+    const sample = await request(app)
+      .post(`/internal/v1/bots/${bot.id}/webhook/test`)
+      .set("Authorization", KEY)
+      .send({ event: "vote.available" });
+    expect(sample.status).toBe(200);
+    expectDocumented(testOp, sample);
+    const badEvent = await request(app)
+      .post(`/internal/v1/bots/${bot.id}/webhook/test`)
+      .set("Authorization", KEY)
+      .send({ event: "vote.delete" });
+    expect(badEvent.status).toBe(400);
+    expect(badEvent.body).toEqual({ error: "event must be webhook.test, vote.create, vote.available." });
+    expectDocumented(testOp, badEvent);
   });
 
   it("GET /health: 200 when the stores answer, 503 when PostgreSQL does not; no key needed", async () => {

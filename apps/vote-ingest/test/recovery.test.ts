@@ -86,6 +86,58 @@ async function deliveriesOf(botId: string) {
 }
 
 describe("POST /internal/v1/bots/:id/webhook/recover", () => {
+  it("when a vote's only delivery is its vote.available, then the recovery sends its vote.create and leaves the vote.available alone", async () => {
+    const botId = await botWithWebhook();
+    await t.db.pool.query("UPDATE bots SET webhook_events = '{vote.create,vote.available}' WHERE id = $1", [
+      botId,
+    ]);
+    const { voteId } = await vote(botId, 20, null);
+    const reminderId = randomUUID();
+    await t.db.prisma.delivery.create({
+      data: {
+        id: reminderId,
+        botId,
+        voteId,
+        event: "vote.available",
+        state: "failed",
+        attemptsMade: 5,
+        nextAttemptAt: clock.now(),
+        completedAt: clock.now(),
+      },
+    });
+
+    const res = await recover(botId, { since: new Date(clock.now().getTime() - 48 * HOUR).toISOString() });
+
+    expect(res.body).toMatchObject({ queued: 1 });
+    expect(await driver().tick()).toBe(1);
+    const { rows } = await t.db.pool.query<{ event: string; state: string; recovery_id: string | null }>(
+      "SELECT event, state, recovery_id FROM webhook_deliveries WHERE vote_id = $1 ORDER BY event",
+      [voteId],
+    );
+    expect(rows).toEqual([
+      { event: "vote.available", state: "failed", recovery_id: null },
+      { event: "vote.create", state: "pending", recovery_id: res.body.recoveryId },
+    ]);
+  });
+
+  it("when the webhook does not take vote.create, then 202 with nothing queued and the recovery is done", async () => {
+    const botId = await botWithWebhook();
+    await t.db.pool.query("UPDATE bots SET webhook_events = '{vote.available}' WHERE id = $1", [botId]);
+    await vote(botId, 20, "failed");
+    await vote(botId, 10, null);
+
+    const res = await recover(botId, { since: new Date(clock.now().getTime() - 48 * HOUR).toISOString() });
+
+    expect(res.status).toBe(202);
+    expect(res.body).toMatchObject({ queued: 0 });
+    const status = await request(app)
+      .get(`/internal/v1/bots/${botId}/webhook/recoveries/${res.body.recoveryId}`)
+      .set("Authorization", INTERNAL_KEY);
+    expect(status.body).toMatchObject({ state: "done", queued: 0 });
+    await driver().tick();
+    expect((await deliveriesOf(botId)).map((r) => r.state)).toEqual(["failed"]);
+  });
+
   it("when votes failed or have no delivery, then 202 counts them and the driver queues exactly those, same delivery ids, a new series and trace", async () => {
     const botId = await botWithWebhook();
     const failed = await vote(botId, 30, "failed");

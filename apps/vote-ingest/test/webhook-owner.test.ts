@@ -285,6 +285,41 @@ describe("disabled webhooks", () => {
   });
 });
 
+describe("a test event of a chosen kind", () => {
+  it("when the test asks for vote.create or vote.available, then the receiver gets that event's signed body for the sample user, marked test", async () => {
+    const { id, secret } = await botWithWebhook();
+    const now = clock.now();
+    for (const event of ["vote.create", "vote.available"]) {
+      const before = received.length;
+      const res = await post(`/${id}/webhook/test`).send({ event });
+      expect(res.status).toBe(200);
+      expect(res.body.delivered).toBe(true);
+      const got = received[before]!;
+      expect(got.headers["x-webhook-event"]).toBe(event);
+      expect(verify(secret, got)).toBeTruthy();
+      const vote = { bot_id: id, user_id: "000000000000000000" };
+      expect(JSON.parse(got.body)).toEqual(
+        event === "vote.create"
+          ? { event, ...vote, voted_at: now.toISOString(), test: true }
+          : {
+              event,
+              ...vote,
+              voted_at: new Date(now.getTime() - 12 * 3_600_000).toISOString(),
+              available_at: now.toISOString(),
+              test: true,
+            },
+      );
+    }
+  });
+
+  it("when no event is given, then it is webhook.test as before", async () => {
+    const { id } = await botWithWebhook();
+    const before = received.length;
+    expect((await post(`/${id}/webhook/test`)).status).toBe(200);
+    expect(received[before]?.headers["x-webhook-event"]).toBe("webhook.test");
+  });
+});
+
 describe("botctl", () => {
   const env = () => ({
     DATABASE_URL: t.url,
@@ -308,6 +343,27 @@ describe("botctl", () => {
     expect(await runBotctl(["webhook", "enable", id], env())).toEqual({
       code: 0,
       output: { id, state: "active" },
+    });
+  });
+
+  it("when botctl sets the events and sends a test --event vote.available, then the events are stored and the receiver gets a vote.available", async () => {
+    const { id } = await botWithWebhook();
+    expect(await runBotctl(["webhook", "events", id, "vote.create,vote.available"], env())).toEqual({
+      code: 0,
+      output: { id, events: ["vote.create", "vote.available"] },
+    });
+    expect((await botRow(id)).webhookEvents).toEqual(["vote.create", "vote.available"]);
+    expect(await runBotctl(["webhook", "events", id, "vote.create,vote.gone"], env())).toEqual({
+      code: 1,
+      output: { error: "events[1] must be a known event (vote.create, vote.available)." },
+    });
+    const before = received.length;
+    const tested = await runBotctl(["webhook", "test", id, "--event", "vote.available"], env());
+    expect(tested.code).toBe(0);
+    expect(received[before]?.headers["x-webhook-event"]).toBe("vote.available");
+    expect(await runBotctl(["webhook", "test", id, "--event", "vote.gone"], env())).toEqual({
+      code: 1,
+      output: { error: "event must be webhook.test, vote.create, vote.available." },
     });
   });
 

@@ -160,6 +160,7 @@ export function createDeliverHandler(deps: DeliverDeps) {
           "botdir.delivery_id": deliveryId,
           "botdir.bot_id": target.botId,
           "botdir.attempt": attemptNumber,
+          "botdir.webhook_event": target.event,
         },
       },
       async (span) => {
@@ -213,12 +214,13 @@ export function createDeliverHandler(deps: DeliverDeps) {
       attemptNumber,
       errorKind: outcome.errorKind,
       durationMs: outcome.durationMs,
-      votedAt: target.votedAt,
+      votedAt: target.eventAt,
       recordedAt,
     });
 
     const log = {
       deliveryId,
+      event: target.event,
       botId: target.botId,
       attempt: attemptNumber,
       status: outcome.statusCode,

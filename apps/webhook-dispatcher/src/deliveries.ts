@@ -27,17 +27,26 @@
 
 import { type BatchLimits, createBatcher } from "@botdir/batcher";
 import { type Db, inTransaction } from "@botdir/db";
-import { WEBHOOK_MAX_ATTEMPTS } from "@botdir/schema";
+import {
+  VOTE_AVAILABLE_EVENT,
+  VOTE_WINDOW_MS,
+  WEBHOOK_MAX_ATTEMPTS,
+  type WebhookEventName,
+} from "@botdir/schema";
 import type { AttemptOutcome } from "./http-client.js";
 import { type RetryDelays, retryDelayMs } from "./schedule.js";
 
 export interface DeliveryTarget {
   deliveryId: string;
+  /** What the delivery sends: `vote.create`, or `vote.available` when the vote's window ended. */
+  event: WebhookEventName;
   botId: string;
   userId: string;
   votedAt: Date;
   /** The vote page's query string the vote was cast with (vote_log.query), or null. */
   query: Record<string, string> | null;
+  /** When the event happened: the vote for `vote.create`, the end of its window for `vote.available`. */
+  eventAt: Date;
   url: string;
   /** Decrypted right after the claim (see ClaimResult `unreadable`). */
   secret: string;
@@ -102,6 +111,7 @@ interface DeliveryRow {
   user_id: string;
   voted_at: Date;
   query: Record<string, string> | null;
+  event: WebhookEventName;
   webhook_url: string | null;
   webhook_secret_encrypted: string | null;
   webhook_previous_secret_encrypted: string | null;
@@ -134,7 +144,7 @@ const QUERY_OF_CLAIMED = `CASE WHEN c.claimed_attempt IS NOT NULL THEN
  */
 const CLAIM_SQL = `
 SELECT state, attempts_made, next_attempt_at, lease_until, bot_id, user_id, voted_at, claimed_attempt,
-       webhook_url, webhook_secret_encrypted, webhook_previous_secret_encrypted, ${QUERY_OF_CLAIMED}
+       webhook_url, webhook_secret_encrypted, webhook_previous_secret_encrypted, event, ${QUERY_OF_CLAIMED}
   FROM botdir_claim_deliveries(ARRAY[$1::uuid], true, $2::timestamptz, $3::timestamptz, $4::timestamptz, $5::int) c`;
 
 interface ClaimRow {
@@ -150,11 +160,12 @@ interface ClaimRow {
   webhook_url: string | null;
   webhook_secret_encrypted: string | null;
   webhook_previous_secret_encrypted: string | null;
+  event: WebhookEventName;
 }
 
 const CLAIM_BATCH_SQL = `
 SELECT id, state, attempts_made, next_attempt_at, lease_until, bot_id, user_id, voted_at, claimed_attempt,
-       webhook_url, webhook_secret_encrypted, webhook_previous_secret_encrypted, ${QUERY_OF_CLAIMED}
+       webhook_url, webhook_secret_encrypted, webhook_previous_secret_encrypted, event, ${QUERY_OF_CLAIMED}
   FROM botdir_claim_deliveries($1::uuid[], false, $2::timestamptz, $3::timestamptz, $4::timestamptz, $5::int) c`;
 
 export async function claimAttempt(db: Db, deliveryId: string, options: ClaimOptions): Promise<ClaimResult> {
@@ -221,7 +232,7 @@ function webhookOf(row: Pick<DeliveryRow, "webhook_url" | "webhook_secret_encryp
  */
 function claimedOrUnreadable(
   deliveryId: string,
-  row: Pick<DeliveryRow, "bot_id" | "user_id" | "voted_at" | "query" | "webhook_previous_secret_encrypted">,
+  row: Pick<DeliveryRow, "bot_id" | "user_id" | "voted_at" | "query" | "event" | "webhook_previous_secret_encrypted">,
   webhook: Webhook,
   attemptNumber: number,
   leaseUntil: Date,
@@ -240,7 +251,7 @@ function claimedOrUnreadable(
 /** The result of a successful claim: what the attempt sends, and to where. */
 function claimed(
   deliveryId: string,
-  row: Pick<DeliveryRow, "bot_id" | "user_id" | "voted_at" | "query">,
+  row: Pick<DeliveryRow, "bot_id" | "user_id" | "voted_at" | "query" | "event">,
   url: string,
   attemptNumber: number,
   leaseUntil: Date,
@@ -253,10 +264,13 @@ function claimed(
     leaseUntil,
     target: {
       deliveryId,
+      event: row.event,
       botId: row.bot_id,
       userId: row.user_id,
       votedAt: row.voted_at,
       query: row.query,
+      eventAt:
+        row.event === VOTE_AVAILABLE_EVENT ? new Date(row.voted_at.getTime() + VOTE_WINDOW_MS) : row.voted_at,
       url,
       secret,
       previousSecret,
@@ -280,7 +294,7 @@ async function claimInTransaction(db: Db, deliveryId: string, options: ClaimOpti
   return inTransaction(db, async (client) => {
     const found = await client.query<DeliveryRow>(
       `SELECT d.state, d.attempts_made, d.next_attempt_at, d.lease_until, d.attempt_started_at,
-              d.bot_id, v.user_id, v.voted_at, v.query, b.webhook_url, b.webhook_secret_encrypted,
+              d.bot_id, d.event, v.user_id, v.voted_at, v.query, b.webhook_url, b.webhook_secret_encrypted,
               CASE WHEN b.webhook_previous_secret_until > $2 THEN b.webhook_previous_secret_encrypted END
                 AS webhook_previous_secret_encrypted,
               b.webhook_disabled_at

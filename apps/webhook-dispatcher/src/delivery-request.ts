@@ -1,5 +1,11 @@
 import { toIso } from "@botdir/db";
-import { WEBHOOK_EVENT, type WebhookPayload } from "@botdir/schema";
+import {
+  VOTE_AVAILABLE_EVENT,
+  VOTE_WINDOW_MS,
+  WEBHOOK_EVENT,
+  type WebhookEventName,
+  type WebhookEventPayload,
+} from "@botdir/schema";
 import { signedWebhookRequest } from "@botdir/webhook-targets";
 import type { WebhookRequest } from "./http-client.js";
 
@@ -8,6 +14,8 @@ export interface DeliveryContent {
   url: string;
   /** The webhook secret in clear: sent verbatim as Authorization and used as the HMAC key. */
   secret: string;
+  /** `vote.create` (the default) or `vote.available`. */
+  event?: WebhookEventName;
   botId: string;
   userId: string;
   votedAt: Date;
@@ -18,7 +26,8 @@ export interface DeliveryContent {
 }
 
 /**
- * The exact request of one attempt: `vote.create`, signed as every webhook (signedWebhookRequest);
+ * The exact request of one attempt: the delivery's event (`vote.create`, or `vote.available` with
+ * `available_at` = voted_at + 12 h), signed as every webhook (signedWebhookRequest);
  * `signedAt` is when this attempt is signed (`webhook-timestamp`).
  */
 export function buildDeliveryRequest(
@@ -27,13 +36,7 @@ export function buildDeliveryRequest(
   /** X-Webhook-Trace: the trace the attempt belongs to (the delivery's). */
   traceId: string | null = null,
 ): WebhookRequest {
-  const payload: WebhookPayload = {
-    event: WEBHOOK_EVENT,
-    bot_id: content.botId,
-    user_id: content.userId,
-    voted_at: toIso(content.votedAt),
-    ...(content.query ? { query: content.query } : {}),
-  };
+  const payload = deliveryPayload(content);
   const signing = {
     id: content.deliveryId,
     secret: content.secret,
@@ -42,4 +45,16 @@ export function buildDeliveryRequest(
     traceId,
   };
   return { url: content.url, ...signedWebhookRequest(payload, signing) };
+}
+
+/** The body of a delivery: keys in this order, as docs/webhooks.md shows them. */
+export function deliveryPayload(
+  content: Pick<DeliveryContent, "event" | "botId" | "userId" | "votedAt" | "query">,
+): WebhookEventPayload {
+  const vote = { bot_id: content.botId, user_id: content.userId, voted_at: toIso(content.votedAt) };
+  if (content.event !== VOTE_AVAILABLE_EVENT) {
+    return { event: WEBHOOK_EVENT, ...vote, ...(content.query ? { query: content.query } : {}) };
+  }
+  const availableAt = new Date(content.votedAt.getTime() + VOTE_WINDOW_MS);
+  return { event: VOTE_AVAILABLE_EVENT, ...vote, available_at: toIso(availableAt) };
 }

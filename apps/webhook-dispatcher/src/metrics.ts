@@ -28,7 +28,10 @@ export interface AttemptEvent {
   errorKind: ErrorKind | null;
   /** Time the HTTP exchange took. */
   durationMs: number;
-  /** When the vote was cast, and when the attempt was recorded: the delivery latency. */
+  /**
+   * When the event happened (the vote, or the end of its window for vote.available), and when the
+   * attempt was recorded: the delivery latency.
+   */
   votedAt: Date;
   recordedAt: Date;
 }

@@ -1,4 +1,4 @@
-import { createHmac } from "node:crypto";
+import { createHmac, randomUUID } from "node:crypto";
 import { seedBot } from "@botdir/db/testing";
 import { QUEUES, WEBHOOK_USER_AGENT } from "@botdir/schema";
 import { waitFor } from "@botdir/service-kit/testing";
@@ -51,6 +51,47 @@ describe("webhook delivery", () => {
       [1, 204, null, bot.id],
     ]);
     await h.jobGone(delivery.id);
+  });
+
+  it("when a vote.available delivery is sent, then it carries its own delivery id, the event header and available_at = voted_at + 12 h, signed like a vote", async () => {
+    const r = await h.receiver(() => ({ status: 204 }));
+    const { bot, delivery, secret } = await h.arrange(r.url());
+    const vote = await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: delivery.id } });
+    const reminderId = randomUUID();
+    await h.db.prisma.delivery.create({
+      data: {
+        id: reminderId,
+        botId: bot.id,
+        voteId: vote.voteId,
+        event: "vote.available",
+        nextAttemptAt: new Date(),
+      },
+    });
+
+    await h.handOff({ ...delivery, id: reminderId });
+    await h.waitForState(reminderId, "delivered");
+
+    expect(r.requests).toHaveLength(1);
+    const req = r.requests[0]!;
+    expect(req.headers["x-webhook-event"]).toBe("vote.available");
+    expect(req.headers["x-webhook-delivery"]).toBe(reminderId);
+    expect(req.headers["webhook-id"]).toBe(reminderId);
+    expect(req.headers.authorization).toBe(secret);
+    const expected = `sha256=${createHmac("sha256", secret).update(req.body).digest("hex")}`;
+    expect(req.headers["x-webhook-signature-256"]).toBe(expected);
+    expect(req.body.toString("utf8")).toBe(
+      JSON.stringify({
+        event: "vote.available",
+        bot_id: bot.id,
+        user_id: delivery.userId,
+        voted_at: delivery.votedAt.toISOString(),
+        available_at: new Date(delivery.votedAt.getTime() + 12 * 3_600_000).toISOString(),
+      }),
+    );
+    const attempts = await h.attempts(reminderId);
+    expect(attempts.map((a) => [a.attemptNumber, a.statusCode, a.errorKind])).toEqual([[1, 204, null]]);
+    // The vote's own vote.create delivery is untouched.
+    expect((await h.row(delivery.id)).state).toBe("pending");
   });
 
   it("when the receiver fails twice, then the retries carry the same delivery id and bytes and stop at the first 2xx", async () => {

@@ -32,6 +32,8 @@ export {
   startRecovery,
   stepRecovery,
 } from "./recoveries.js";
+export type { ScheduledReminders } from "./reminders.js";
+export { scheduleReminders } from "./reminders.js";
 export type { SecretBox } from "./secrets.js";
 export {
   createSecretBox,

@@ -66,8 +66,9 @@ export async function startRecovery(
   traceparent: string | null,
 ): Promise<StartRecoveryResult> {
   return inTransaction(db, async (client) => {
-    const bot = await client.query<{ has_webhook: boolean; disabled: boolean }>(
+    const bot = await client.query<{ has_webhook: boolean; takes_votes: boolean; disabled: boolean }>(
       `SELECT webhook_url IS NOT NULL AND webhook_secret_encrypted IS NOT NULL AS has_webhook,
+              'vote.create' = ANY(webhook_events) AS takes_votes,
               webhook_disabled_at IS NOT NULL AS disabled
          FROM bots WHERE id = $1 FOR NO KEY UPDATE`,
       [botId],
@@ -85,31 +86,21 @@ export async function startRecovery(
       );
       const other = running.rows[0];
       if (other) result = { kind: "running", recoveryId: other.id };
-      else {
+      else if (!row.takes_votes) {
+        // A webhook not subscribed to vote.create receives none: a recovery with nothing to send.
+        result = {
+          kind: "started",
+          recoveryId: await insertRecovery(client, botId, window, 0, now, traceparent),
+          queued: 0,
+        };
+      } else {
         const counted = await client.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM vote_log v LEFT JOIN webhook_deliveries d ON d.vote_id = v.id
+          `SELECT count(*)::int AS n FROM vote_log v LEFT JOIN webhook_deliveries d ON d.vote_id = v.id AND d.event = 'vote.create'
             WHERE ${CANDIDATES_WHERE} AND (d.id IS NULL OR d.state = 'failed')`,
           [botId, window.since, window.until],
         );
         const total = counted.rows[0]?.n ?? 0;
-        const recoveryId = randomUUID();
-        await client.query(
-          `INSERT INTO webhook_recoveries
-                  (id, bot_id, since, until, state, total, scanned, traceparent, created_at, updated_at, finished_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10)`,
-          [
-            recoveryId,
-            botId,
-            window.since,
-            window.until,
-            total === 0 ? "done" : "running",
-            total,
-            total === 0,
-            traceparent,
-            now,
-            total === 0 ? now : null,
-          ],
-        );
+        const recoveryId = await insertRecovery(client, botId, window, total, now, traceparent);
         result = { kind: "started", recoveryId, queued: total };
       }
     }
@@ -230,7 +221,7 @@ export async function stepRecovery(
       `SELECT r.id, r.bot_id, r.total, r.queued, r.scanned, r.cursor_voted_at, r.cursor_vote_id::text,
               r.traceparent, r.created_at, r.since, r.until,
               b.webhook_url IS NOT NULL AND b.webhook_secret_encrypted IS NOT NULL
-                AND b.webhook_disabled_at IS NULL AS usable
+                AND b.webhook_disabled_at IS NULL AND 'vote.create' = ANY(b.webhook_events) AS usable
          FROM webhook_recoveries r JOIN bots b ON b.id = r.bot_id
         WHERE r.id = $1 AND r.state = 'running'
           FOR UPDATE OF r SKIP LOCKED`,
@@ -242,6 +233,36 @@ export async function stepRecovery(
 }
 
 type Client = pg.PoolClient;
+
+/** Writes a recovery's row; with nothing to send it is done at once. Returns its id. */
+async function insertRecovery(
+  client: Client,
+  botId: string,
+  window: { since: Date; until: Date },
+  total: number,
+  now: Date,
+  traceparent: string | null,
+): Promise<string> {
+  const recoveryId = randomUUID();
+  await client.query(
+    `INSERT INTO webhook_recoveries
+            (id, bot_id, since, until, state, total, scanned, traceparent, created_at, updated_at, finished_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10)`,
+    [
+      recoveryId,
+      botId,
+      window.since,
+      window.until,
+      total === 0 ? "done" : "running",
+      total,
+      total === 0,
+      traceparent,
+      now,
+      total === 0 ? now : null,
+    ],
+  );
+  return recoveryId;
+}
 
 async function finish(client: Client, r: RecoveryRow, state: "done" | "stopped", now: Date): Promise<void> {
   await client.query(
@@ -281,7 +302,7 @@ async function stepLocked(
     traceparent: string | null;
   }>(
     `SELECT v.id::text AS vote_id, v.voted_at, d.id AS delivery_id, d.state, d.completed_at, d.traceparent
-       FROM vote_log v LEFT JOIN webhook_deliveries d ON d.vote_id = v.id
+       FROM vote_log v LEFT JOIN webhook_deliveries d ON d.vote_id = v.id AND d.event = 'vote.create'
       WHERE ${CANDIDATES_WHERE}
         AND ($4::timestamptz IS NULL OR (v.voted_at, v.id) > ($4::timestamptz, $5::bigint))
       ORDER BY v.voted_at, v.id
@@ -330,7 +351,7 @@ async function stepLocked(
                series, traceparent, recovery_id, recovery_series)
        SELECT x.id, $4, x.vote_id, 'pending', 0, $5, $5, $5, 0, x.tp, $6, 0
          FROM unnest($1::uuid[], $2::bigint[], $3::varchar[]) AS x(id, vote_id, tp)
-       ON CONFLICT (vote_id) DO NOTHING
+       ON CONFLICT (vote_id, event) DO NOTHING
        RETURNING id, traceparent`,
       [newIds, newVotes, newTraces, r.bot_id, now, r.id],
     );

@@ -89,11 +89,17 @@ export {
   VotesResponse,
 } from "./votes.js";
 export {
+  DEFAULT_WEBHOOK_EVENTS,
+  VOTE_AVAILABLE_EVENT,
+  VoteAvailablePayload,
   WEBHOOK_EVENT,
+  WEBHOOK_EVENTS,
   WEBHOOK_HEADERS,
   WEBHOOK_MAX_ATTEMPTS,
   WEBHOOK_RETRY_DELAYS_MS,
   WEBHOOK_TIMEOUT_MS,
   WEBHOOK_USER_AGENT,
+  WebhookEventName,
+  WebhookEventPayload,
   WebhookPayload,
 } from "./webhook.js";

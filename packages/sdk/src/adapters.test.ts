@@ -15,7 +15,7 @@ import {
   type VoteDelivery,
   type WebhookReceiverOptions,
 } from "./adapters.js";
-import type { VoteEvent } from "./contract.js";
+import type { VoteAvailableEvent, VoteEvent } from "./contract.js";
 
 const SECRET = `whsec_${"ab12".repeat(16)}`;
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -27,6 +27,15 @@ const voteBody = (userId = "223456789012345678") =>
     bot_id: "123456789012345678",
     user_id: userId,
     voted_at: "2026-11-21T12:00:00.000Z",
+  });
+
+const availableBody = (userId = "223456789012345678") =>
+  JSON.stringify({
+    event: "vote.available",
+    bot_id: "123456789012345678",
+    user_id: userId,
+    voted_at: "2026-11-21T12:00:00.000Z",
+    available_at: "2026-11-22T00:00:00.000Z",
   });
 
 /** The headers of one signed attempt, as the dispatcher sends them. */
@@ -167,6 +176,37 @@ describe.each<Kind>(["fetch", "node", "express"])("the %s receiver", (kind) => {
     release.resolve();
     expect((await answer).status).toBe(204);
     expect(events).toEqual(["onVote started", "released", "onVote resolved", "answered 204"]);
+  });
+
+  it("when a vote.create and a vote.available arrive, then each reaches its own hook once, typed by its event", async () => {
+    const votes: VoteEvent[] = [];
+    const available: [VoteAvailableEvent, VoteDelivery][] = [];
+    const { send } = await receiverOf(kind, {
+      secret: SECRET,
+      onVote: (vote) => void votes.push(vote),
+      onVoteAvailable: (event, delivery) => void available.push([event, delivery]),
+    });
+    const voteId = newId();
+    const availableId = newId();
+    expect((await send(signed(voteId, voteBody()), voteBody())).status).toBe(204);
+    expect((await send(signed(availableId, availableBody()), availableBody())).status).toBe(204);
+    expect((await send(signed(availableId, availableBody()), availableBody())).status).toBe(204);
+    expect(votes.map((v) => v.event)).toEqual(["vote.create"]);
+    expect(available).toEqual([[JSON.parse(availableBody()), { deliveryId: availableId, traceId: null }]]);
+    expect(available[0]?.[0].available_at).toBe("2026-11-22T00:00:00.000Z");
+  });
+
+  it("when a vote.available arrives at a receiver without onVoteAvailable, then 204 and onVote is not called; one with only onVoteAvailable ignores vote.create", async () => {
+    let votes = 0;
+    const onlyVotes = await receiverOf(kind, { secret: SECRET, onVote: () => void votes++ });
+    const id = newId();
+    expect((await onlyVotes.send(signed(id, availableBody()), availableBody())).status).toBe(204);
+    expect(votes).toBe(0);
+    let reminders = 0;
+    const onlyAvailable = await receiverOf(kind, { secret: SECRET, onVoteAvailable: () => void reminders++ });
+    expect((await onlyAvailable.send(signed(newId(), voteBody()), voteBody())).status).toBe(204);
+    expect((await onlyAvailable.send(signed(newId(), availableBody()), availableBody())).status).toBe(204);
+    expect(reminders).toBe(1);
   });
 
   it("when onVote throws, then 500 with a JSON error and onError is told; the retry reaches onVote and gets 204", async () => {
@@ -357,6 +397,10 @@ describe("receiver options", () => {
       expect(() => make({ secret: SECRET, onVote: () => {}, handlerTimeoutMs: 0 })).toThrow(TypeError);
       expect(() => make({ secret: "", onVote: () => {} })).toThrow(TypeError);
       expect(() => make({ secret: [], onVote: () => {} })).toThrow(TypeError);
+      expect(() => make({ secret: SECRET })).toThrow("onVote must be a function");
+      expect(() => make({ secret: SECRET, onVoteAvailable: 1 as never })).toThrow(
+        "onVoteAvailable must be a function",
+      );
       expect(() =>
         make({ secret: SECRET, onVote: () => {}, handlerTimeoutMs: Number.POSITIVE_INFINITY }),
       ).toThrow(TypeError);

@@ -14,7 +14,7 @@
  * So a vote is never acknowledged before it was handled. Nothing here imports a Node module, so the
  * package stays usable on edge runtimes.
  */
-import type { VoteEvent } from "./contract.js";
+import type { VoteAvailableEvent, VoteEvent } from "./contract.js";
 import { WebhookVerificationError } from "./errors.js";
 import { checkedTolerance, type VerifiedWebhook, verifyWebhook, type WebhookHeaders } from "./webhook.js";
 
@@ -66,7 +66,14 @@ export interface WebhookReceiverOptions {
    * Your work for one vote. It runs before the answer: resolve once the vote is safely handled
    * (204); throw to have it delivered again (500). Runs once per delivery id that resolved.
    */
-  onVote: (vote: VoteEvent, delivery: VoteDelivery) => unknown;
+  onVote?: (vote: VoteEvent, delivery: VoteDelivery) => unknown;
+  /**
+   * Your work when a vote's window ended (`vote.available`, sent when the webhook chose that
+   * event): the user can vote again. The same rules as `onVote` (before the answer; throw to have
+   * it delivered again; once per delivery id). Without it, `vote.available` is answered 204 and
+   * ignored; without `onVote`, so is `vote.create`. At least one of the two must be given.
+   */
+  onVoteAvailable?: (event: VoteAvailableEvent, delivery: VoteDelivery) => unknown;
   /** Delivery ids whose vote was handled (default: `memorySeenStore()`). */
   seen?: SeenStore;
   /** See `verifyWebhook` (default 300); a finite number ≥ 0, or the receiver throws a `TypeError`. */
@@ -112,7 +119,13 @@ function positiveMs(name: string, value: number | undefined, fallback: number): 
 }
 
 function receiver(options: WebhookReceiverOptions) {
-  if (typeof options.onVote !== "function") throw new TypeError("onVote must be a function");
+  const { onVote, onVoteAvailable } = options;
+  if (onVoteAvailable !== undefined && typeof onVoteAvailable !== "function") {
+    throw new TypeError("onVoteAvailable must be a function");
+  }
+  if (typeof onVote !== "function" && (onVote !== undefined || onVoteAvailable === undefined)) {
+    throw new TypeError("onVote must be a function");
+  }
   const secrets = typeof options.secret === "string" ? [options.secret] : [...(options.secret ?? [])];
   // An unset variable would otherwise surface only as a 500 on the first delivery.
   if (!secrets.some(Boolean)) throw new TypeError("the webhook secret is required");
@@ -130,6 +143,9 @@ function receiver(options: WebhookReceiverOptions) {
       // A failing hook must not change the answer or become an unhandled rejection.
     }
   };
+  /** The hook of the event's kind (the caller checked that it has one). */
+  const handle = (event: VoteEvent | VoteAvailableEvent, delivery: VoteDelivery): unknown =>
+    event.event === "vote.available" ? onVoteAvailable?.(event, delivery) : onVote?.(event, delivery);
   /** Votes whose onVote is running, by key: a concurrent request with the same key shares the outcome. */
   const inFlight = new Map<string, Promise<Answer>>();
 
@@ -145,7 +161,7 @@ function receiver(options: WebhookReceiverOptions) {
     }
     try {
       await withTimeout(
-        Promise.resolve().then(() => options.onVote(verified.event as VoteEvent, delivery)),
+        Promise.resolve().then(() => handle(verified.event as VoteEvent | VoteAvailableEvent, delivery)),
         timeoutMs,
       );
     } catch (error) {
@@ -169,10 +185,14 @@ function receiver(options: WebhookReceiverOptions) {
       if (!(error instanceof WebhookVerificationError)) throw error;
       return { status: error.reason === "invalid_body" ? 400 : 401, error: error.message };
     }
-    // Test events and kinds this receiver does not handle are acknowledged and ignored.
-    if (verified.event.event !== "vote.create") return { status: 204 };
+    // Test events and kinds this receiver has no handler for are acknowledged and ignored.
+    const event = verified.event;
+    if (event.event === "webhook.test") return { status: 204 };
+    if (!(event.event === "vote.available" ? onVoteAvailable : event.event === "vote.create" && onVote)) {
+      return { status: 204 };
+    }
     // A legacy request without X-Webhook-Delivery is keyed on the vote itself, as the spec allows.
-    const key = verified.deliveryId || `${verified.event.user_id}@${verified.event.voted_at}`;
+    const key = verified.deliveryId || `${event.event}:${event.user_id}@${event.voted_at}`;
     // No await between this lookup and the set below: a second request sees the first's entry.
     const running = inFlight.get(key);
     if (running) return running;

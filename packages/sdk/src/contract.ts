@@ -12,6 +12,7 @@ import type {
   RecoveryResponse as RecoveryResponseShape,
   RedeliverResponse as RedeliverResponseShape,
   StatsResponse as StatsResponseShape,
+  VoteAvailablePayload,
   VoteCheckResult as VoteCheckResultShape,
   VotesPage as VotesPageShape,
   VotesResponse,
@@ -50,5 +51,9 @@ export type RedeliverResponse = {
 export type RecoverResponse = RecoverResponseShape;
 /** A recovery's progress (`recovery`): `pending` is neither delivered nor failed yet. */
 export type RecoveryResponse = RecoveryResponseShape;
-/** The body of a `vote.create` webhook. */
+/** The body of a `vote.create` webhook: a vote was cast. */
 export type VoteEvent = WebhookPayload;
+/** The body of a `vote.available` webhook: the vote's 12-hour window ended (`available_at`). */
+export type VoteAvailableEvent = VoteAvailablePayload;
+/** Either vote event; `event` tells them apart. */
+export type VoteWebhookPayload = VoteEvent | VoteAvailableEvent;

@@ -10,7 +10,7 @@
  * `X-Webhook-Signature-256: sha256=<hex HMAC of the raw body>` (keyed with the secret's UTF-8 bytes)
  * plus `Authorization` (the secret itself).
  */
-import type { VoteEvent } from "./contract.js";
+import type { VoteAvailableEvent, VoteEvent } from "./contract.js";
 import { WebhookVerificationError } from "./errors.js";
 
 /** The body of a test event (`POST …/webhook/test` on the edit page); never enters the vote log. */
@@ -22,7 +22,7 @@ export interface WebhookTestEvent {
 }
 
 /** What a webhook carries. Switch on `event`: more kinds may be added. */
-export type WebhookEvent = VoteEvent | WebhookTestEvent;
+export type WebhookEvent = VoteEvent | VoteAvailableEvent | WebhookTestEvent;
 
 /** A `Headers` object (fetch) or a plain record (node:http `req.headers`, any letter case). */
 export type WebhookHeaders = Headers | Record<string, string | readonly string[] | undefined>;

@@ -31,9 +31,11 @@ import {
   StatsBody,
   StatsResponse,
   UserId,
+  VOTE_AVAILABLE_EVENT,
   VOTE_CURSOR_MAX_LENGTH,
   VOTE_CURSOR_SETTLE_MS,
   VOTES_LIMIT,
+  VoteAvailablePayload,
   VoteCheckResult,
   VotesPage,
   WEBHOOK_EVENT,
@@ -518,7 +520,62 @@ const webhookHeader = (name: string, description: string, example: string) => ({
   example,
 });
 
-/** The event the service sends to the bot's webhook URL (OpenAPI 3.1 `webhooks`). */
+/** The headers every webhook request carries; `event` is its X-Webhook-Event. */
+function webhookHeaders(event: string): JsonObject[] {
+  return [
+    webhookHeader("Authorization", "The webhook secret, verbatim.", "whsec_5c1f…"),
+    webhookHeader(WEBHOOK_HEADERS.event, "The event name; switch on it.", event),
+    webhookHeader(
+      WEBHOOK_HEADERS.delivery,
+      "Unique per delivery (each event of a vote has its own), the same on its retries and redeliveries.",
+      "6fa459ea-ee8a-4ca4-894e-db77e160355e",
+    ),
+    webhookHeader(
+      WEBHOOK_HEADERS.signature,
+      "`sha256=` and the hex HMAC-SHA256 of the raw body, keyed with the webhook secret.",
+      "sha256=3f0a…",
+    ),
+    webhookHeader(
+      "webhook-id",
+      "Standard Webhooks: the delivery id.",
+      "6fa459ea-ee8a-4ca4-894e-db77e160355e",
+    ),
+    webhookHeader(
+      "webhook-timestamp",
+      "Standard Webhooks: seconds since the epoch, when signed.",
+      "1795252530",
+    ),
+    webhookHeader(
+      "webhook-signature",
+      "Standard Webhooks: `v1,<base64>` signatures, space-separated (two while a rotated secret overlaps).",
+      "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=",
+    ),
+    webhookHeader("User-Agent", "The service's agent.", WEBHOOK_USER_AGENT),
+    {
+      ...webhookHeader(
+        WEBHOOK_HEADERS.trace,
+        "The trace id (W3C, 32 lowercase hex) of the delivery: the same on its retries, new after a redelivery; the delivery log shows it as `traceId`. Quote it to support. Not signed.",
+        "4bf92f3577b34da6a3ce929d0e0e4736",
+      ),
+      required: false,
+    },
+  ];
+}
+
+const WEBHOOK_RESPONSES = {
+  "2XX": { description: "Received: the delivery is done (204 is used in the examples)." },
+  "410": {
+    description:
+      "Gone: the endpoint is gone for good. The webhook is disabled at once (re-enabled by the listing's webhook enable or a new URL).",
+  },
+  default: {
+    description: `Any other answer, a redirect, or no answer within ${WEBHOOK_TIMEOUT_MS / 1000} s: a failed attempt, retried on the schedule.`,
+  },
+};
+
+const VERIFY = `Verify it before trusting it: the HMAC-SHA256 of the raw body bytes (not re-serialised JSON) with the webhook secret, compared in constant time, or the Standard Webhooks signature (\`webhook-signature\`, within 5 minutes of \`webhook-timestamp\`). Answer 2xx within ${WEBHOOK_TIMEOUT_MS / 1000} s, then do the work. The same delivery can arrive more than once: de-duplicate on \`X-Webhook-Delivery\`. Attempts: ${WEBHOOK_MAX_ATTEMPTS} in all, retried after 1 min, 5 min, 30 min and 2 h; redirects are not followed.`;
+
+/** The events the service sends to the bot's webhook URL (OpenAPI 3.1 `webhooks`). */
 function buildWebhooks(): JsonObject {
   const example: WebhookPayload = {
     event: WEBHOOK_EVENT,
@@ -526,61 +583,32 @@ function buildWebhooks(): JsonObject {
     user_id: "223456789012345678",
     voted_at: "2026-11-21T09:15:30.789Z",
   };
+  const available: VoteAvailablePayload = {
+    event: VOTE_AVAILABLE_EVENT,
+    bot_id: "123456789012345678",
+    user_id: "223456789012345678",
+    voted_at: "2026-11-21T09:15:30.789Z",
+    available_at: "2026-11-21T21:15:30.789Z",
+  };
   return {
     [WEBHOOK_EVENT]: {
       post: {
         summary: "A vote was cast",
-        description: `Sent to the bot's webhook URL for each vote. Verify it before trusting it: the HMAC-SHA256 of the raw body bytes (not re-serialised JSON) with the webhook secret, compared in constant time, or the Standard Webhooks signature (\`webhook-signature\`, within 5 minutes of \`webhook-timestamp\`). Answer 2xx within ${WEBHOOK_TIMEOUT_MS / 1000} s, then do the work. The same vote can arrive more than once: de-duplicate on \`X-Webhook-Delivery\`. Attempts: ${WEBHOOK_MAX_ATTEMPTS} in all, retried after 1 min, 5 min, 30 min and 2 h; redirects are not followed.`,
+        description: `Sent to the bot's webhook URL for each vote while the webhook subscribes to vote.create (the default). ${VERIFY}`,
         security: [],
-        parameters: [
-          webhookHeader("Authorization", "The webhook secret, verbatim.", "whsec_5c1f…"),
-          webhookHeader(WEBHOOK_HEADERS.event, "The event name; switch on it.", WEBHOOK_EVENT),
-          webhookHeader(
-            WEBHOOK_HEADERS.delivery,
-            "Unique per delivery, the same on its retries and redeliveries.",
-            "6fa459ea-ee8a-4ca4-894e-db77e160355e",
-          ),
-          webhookHeader(
-            WEBHOOK_HEADERS.signature,
-            "`sha256=` and the hex HMAC-SHA256 of the raw body, keyed with the webhook secret.",
-            "sha256=3f0a…",
-          ),
-          webhookHeader(
-            "webhook-id",
-            "Standard Webhooks: the delivery id.",
-            "6fa459ea-ee8a-4ca4-894e-db77e160355e",
-          ),
-          webhookHeader(
-            "webhook-timestamp",
-            "Standard Webhooks: seconds since the epoch, when signed.",
-            "1795252530",
-          ),
-          webhookHeader(
-            "webhook-signature",
-            "Standard Webhooks: `v1,<base64>` signatures, space-separated (two while a rotated secret overlaps).",
-            "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=",
-          ),
-          webhookHeader("User-Agent", "The service's agent.", WEBHOOK_USER_AGENT),
-          {
-            ...webhookHeader(
-              WEBHOOK_HEADERS.trace,
-              "The trace id (W3C, 32 lowercase hex) of the vote's delivery: the same on its retries, new after a redelivery; the delivery log shows it as `traceId`. Quote it to support. Not signed.",
-              "4bf92f3577b34da6a3ce929d0e0e4736",
-            ),
-            required: false,
-          },
-        ],
+        parameters: webhookHeaders(WEBHOOK_EVENT),
         requestBody: withExample({ required: true, content: json(ref("WebhookPayload")) }, example),
-        responses: {
-          "2XX": { description: "Received: the delivery is done (204 is used in the examples)." },
-          "410": {
-            description:
-              "Gone: the endpoint is gone for good. The webhook is disabled at once (re-enabled by the listing's webhook enable or a new URL).",
-          },
-          default: {
-            description: `Any other answer, a redirect, or no answer within ${WEBHOOK_TIMEOUT_MS / 1000} s: a failed attempt, retried on the schedule.`,
-          },
-        },
+        responses: WEBHOOK_RESPONSES,
+      },
+    },
+    [VOTE_AVAILABLE_EVENT]: {
+      post: {
+        summary: "The user can vote again",
+        description: `Sent once per vote, within seconds of its 12-hour window ending (\`available_at\`), when the webhook subscribed to vote.available when the vote was cast and still does then. Its own delivery id, not the vote.create's. ${VERIFY}`,
+        security: [],
+        parameters: webhookHeaders(VOTE_AVAILABLE_EVENT),
+        requestBody: withExample({ required: true, content: json(ref("VoteAvailablePayload")) }, available),
+        responses: WEBHOOK_RESPONSES,
       },
     },
   };
@@ -590,7 +618,7 @@ export function buildOpenApi(): JsonObject {
   return openApiDocument({
     title: "Bot Listing Directory API",
     description:
-      "Publish a bot's commands and server count, check and list votes, and receive a signed `vote.create` webhook for each vote. Errors are `{error}` (+ `retryAfter` on 429). Readable at `GET /docs`.",
+      "Publish a bot's commands and server count, check and list votes, and receive signed webhooks: `vote.create` for each vote, `vote.available` when a vote's window ends. Errors are `{error}` (+ `retryAfter` on 429). Readable at `GET /docs`.",
     paths: buildPaths(),
     webhooks: buildWebhooks(),
     security: {
@@ -614,6 +642,7 @@ export function buildOpenApi(): JsonObject {
       Error: [ErrorBody, "output"],
       Health: [HealthBody, "output"],
       WebhookPayload: [WebhookPayload, "output"],
+      VoteAvailablePayload: [VoteAvailablePayload, "output"],
     },
   });
 }

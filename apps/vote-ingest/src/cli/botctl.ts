@@ -9,6 +9,7 @@ import { ApiError, BotId, parseOrThrow, UserId } from "@botdir/schema";
 import { EnvError, startTelemetry, systemClock, type Telemetry } from "@botdir/service-kit";
 import { createDnsResolver } from "@botdir/webhook-targets";
 import { CliEnv, loadCliEnv } from "../env.js";
+import { SetWebhookEventsBody, TestEventBody } from "../schemas.js";
 import { createListings, secretBoxFromEnv } from "../services/listings.js";
 import type { TestOutcome } from "../services/webhook-test.js";
 import { redeliverFromCli } from "./redeliver.js";
@@ -27,7 +28,11 @@ const COMMANDS: [string, string][] = [
     "webhook rotate-secret <id>",
     "a new secret, shown once; the previous one signs beside it for the overlap",
   ],
-  ["webhook test <id>", "send one signed webhook.test request now; prints its outcome"],
+  ["webhook events <id> <event,…>", "the events the webhook receives: vote.create, vote.available"],
+  [
+    "webhook test <id> [--event <name>]",
+    "send one signed webhook.test (or vote.create, vote.available) request now; prints its outcome",
+  ],
   ["webhook redeliver <id> <deliveryId>", "five fresh attempts of a delivery, same id and body"],
   [
     "webhook recover <id> --since <time> [--until <time>]",
@@ -102,10 +107,11 @@ const FLAGS: Record<string, string[]> = {
   "bot create": ["--approve"],
   "webhook recover": ["--since", "--until"],
   "webhook enable": ["--recover-since"],
+  "webhook test": ["--event"],
 };
 
 /** Options that take a value (`--since <time>` or `--since=<time>`), kept as `--since=<time>`. */
-const VALUE_FLAGS = new Set(["--since", "--until", "--recover-since"]);
+const VALUE_FLAGS = new Set(["--since", "--until", "--recover-since", "--event"]);
 
 function joinValues(argv: string[]): string[] {
   const out: string[] = [];
@@ -186,8 +192,20 @@ function commands(db: Db, env: CliEnv, progress: (line: string) => void): Record
       );
     },
     "webhook rotate-secret": (args) => listings.rotateSecret(botIdArg(args[0])),
-    "webhook test": async (args) => {
-      const outcome: TestOutcome & { hint?: string } = await listings.sendTestEvent(botIdArg(args[0]));
+    "webhook events": (args) => {
+      const botId = botIdArg(args[0]);
+      if (args[1] === undefined) {
+        throw new UsageError("Missing events. Usage: botctl webhook events <id> vote.create,vote.available");
+      }
+      const { events } = parseOrThrow(SetWebhookEventsBody, {
+        events: args[1].split(",").map((e) => e.trim()),
+      });
+      return listings.setWebhookEvents(botId, events);
+    },
+    "webhook test": async (args, flags) => {
+      const botId = botIdArg(args[0]);
+      const { event } = parseOrThrow(TestEventBody, { event: flagValue(flags, "--event") });
+      const outcome: TestOutcome & { hint?: string } = await listings.sendTestEvent(botId, event);
       if (outcome.errorKind === "refused_target" && !env.WEBHOOK_ALLOW_PRIVATE_TARGETS) {
         outcome.hint = REFUSED_TARGET_HINT;
       }

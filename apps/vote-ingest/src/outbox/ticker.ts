@@ -2,7 +2,7 @@
  * A periodic task whose runs never overlap: `tick()` runs it now, after any run in progress (a
  * manual tick while one runs waits for it and then runs); `start()` runs it every `intervalMs`
  * after the previous run ended, on an unref'd timer; `stop()` stops the timer and waits for a run
- * in progress. The outbox relay and the recovery driver are each one of these.
+ * in progress. The outbox relay, the recovery driver and the reminder scheduler are each one of these.
  */
 export interface Ticker {
   tick(): Promise<number>;

@@ -11,6 +11,7 @@ import { registerRedeliver } from "./bots/redeliver.js";
 import { registerShowBot } from "./bots/show.js";
 import { registerRotateToken } from "./bots/token.js";
 import { registerWebhook } from "./bots/webhook.js";
+import { registerWebhookEvents } from "./bots/webhook-events.js";
 import { registerWebhookOwner } from "./bots/webhook-owner.js";
 
 export const BOTS_PATH = "/internal/v1/bots";
@@ -54,6 +55,7 @@ export function registerBotManagement(router: Router, deps: BotManagementDeps): 
   registerApproveBot(bots, listings);
   registerRotateToken(bots, listings);
   registerWebhook(bots, listings);
+  registerWebhookEvents(bots, listings);
   registerWebhookOwner(bots, listings);
   registerDeliveries(bots, listings);
   registerRedeliver(bots, listings);
@@ -67,6 +69,7 @@ export function registerBotManagement(router: Router, deps: BotManagementDeps): 
   bots.all("/:id/webhook", methodNotAllowed(["PUT", "DELETE"]));
   bots.all("/:id/webhook/deliveries", methodNotAllowed(["GET"]));
   bots.all("/:id/webhook/deliveries/:deliveryId/redeliver", methodNotAllowed(["POST"]));
+  bots.all("/:id/webhook/events", methodNotAllowed(["PUT"]));
   bots.all("/:id/webhook/secret", methodNotAllowed(["POST"]));
   bots.all("/:id/webhook/test", methodNotAllowed(["POST"]));
   bots.all("/:id/webhook/enable", methodNotAllowed(["POST"]));

@@ -31,6 +31,8 @@ import {
   type RedeliverResponse,
   recoveryRefusal,
   redeliveryRefusal,
+  WEBHOOK_EVENTS,
+  type WebhookEventName,
 } from "@botdir/schema";
 import {
   activeTraceId,
@@ -43,7 +45,13 @@ import {
 } from "@botdir/service-kit";
 import { checkWebhookUrl, type Resolver, systemResolver } from "@botdir/webhook-targets";
 import type { DeliveryQueue } from "../outbox/queue.js";
-import { buildTestRequest, sendTestRequest, type TestOutcome } from "./webhook-test.js";
+import {
+  buildTestRequest,
+  sendTestRequest,
+  TEST_EVENT,
+  type TestEventName,
+  type TestOutcome,
+} from "./webhook-test.js";
 
 export interface ListingsDeps {
   db: Db;
@@ -96,6 +104,8 @@ export interface ListingView {
   webhook_state: WebhookState | null;
   webhook_disabled_reason: string | null;
   webhook_disabled_at: string | null;
+  /** The events the webhook receives (vote.create by default). */
+  webhook_events: WebhookEventName[];
   has_token: boolean;
   token_created_at: string | null;
   created_at: string;
@@ -134,6 +144,11 @@ function isUniqueViolation(error: unknown): boolean {
 
 function isNotFound(error: unknown): boolean {
   return error instanceof Prisma.PrismaClientKnownRequestError && error.code === "P2025";
+}
+
+/** The known events among `names`, once each, in the order of WEBHOOK_EVENTS. */
+function knownEvents(names: readonly string[]): WebhookEventName[] {
+  return WEBHOOK_EVENTS.filter((event) => names.includes(event));
 }
 
 function notFound(): ApiError {
@@ -345,11 +360,28 @@ export function createListings(deps: ListingsDeps) {
     },
 
     /**
+     * Sets the events the webhook receives (already validated: known names, at least one). A
+     * `vote.create` is made only for votes cast while subscribed; a `vote.available` only for
+     * windows of votes cast while subscribed, and only if still subscribed when the window ends.
+     */
+    async setWebhookEvents(
+      id: string,
+      events: readonly WebhookEventName[],
+    ): Promise<{ id: string; events: WebhookEventName[] }> {
+      const stored = knownEvents(events);
+      const now = deps.clock.now();
+      await updateBot(() =>
+        prisma.bot.update({ where: { id }, data: { webhookEvents: stored, updatedAt: now } }),
+      );
+      return { id, events: stored };
+    },
+
+    /**
      * Sends one signed `webhook.test` request to the configured URL now and answers with its
      * outcome. Nothing enters the vote log; the attempt is listed in the attempt log as a test.
      * At most testEventsPerMinute per bot (429 with retryAfter beyond).
      */
-    async sendTestEvent(id: string): Promise<TestOutcome> {
+    async sendTestEvent(id: string, event: TestEventName = TEST_EVENT): Promise<TestOutcome> {
       const bot = await findBot(id, {
         webhookUrl: true,
         webhookSecretEncrypted: true,
@@ -392,6 +424,7 @@ export function createListings(deps: ListingsDeps) {
         previousSecret,
         now,
         traceId,
+        event,
       });
       const outcome = await sendTestRequest(bot.webhookUrl, request, {
         allowPrivateTargets: allowPrivate,
@@ -478,6 +511,7 @@ export function createListings(deps: ListingsDeps) {
         webhookUrl: true,
         webhookDisabledAt: true,
         webhookDisabledReason: true,
+        webhookEvents: true,
         tokenHash: true,
         tokenCreatedAt: true,
         createdAt: true,
@@ -494,6 +528,7 @@ export function createListings(deps: ListingsDeps) {
         webhook_state: bot.webhookUrl === null ? null : bot.webhookDisabledAt ? "disabled" : "active",
         webhook_disabled_reason: bot.webhookDisabledReason,
         webhook_disabled_at: toIsoOrNull(bot.webhookDisabledAt),
+        webhook_events: knownEvents(bot.webhookEvents),
         has_token: bot.tokenHash !== null,
         token_created_at: toIsoOrNull(bot.tokenCreatedAt),
         created_at: toIso(bot.createdAt),

@@ -20,6 +20,7 @@ import {
   schemaRef,
   toJsonSchema,
   VoteConflict,
+  WEBHOOK_EVENTS,
 } from "@botdir/schema";
 import {
   CreateBotBody,
@@ -32,10 +33,13 @@ import {
   RedeliverResponse,
   SecretRotatedResponse,
   SetWebhookBody,
+  SetWebhookEventsBody,
+  TestEventBody,
   TestEventResponse,
   TokenResponse,
   WebhookClearedResponse,
   WebhookEnabledResponse,
+  WebhookEventsResponse,
   WebhookSetResponse,
 } from "../schemas.js";
 import { ATTEMPTS_SHOWN } from "./listings.js";
@@ -91,6 +95,8 @@ function keyed(input: {
   /** Path parameters after `id`. */
   more?: JsonObject[];
   body?: string;
+  /** A request body that may be left out. */
+  optionalBody?: string;
   success: [status: number, response: JsonObject];
   errors: Errors;
 }): JsonObject {
@@ -100,6 +106,9 @@ function keyed(input: {
     security: [{ internalKey: [] }],
     parameters: [...(input.withId ? [idParam] : []), ...(input.more ?? [])],
     ...(input.body ? { requestBody: { required: true, content: jsonContent(schemaRef(input.body)) } } : {}),
+    ...(input.optionalBody
+      ? { requestBody: { required: false, content: jsonContent(schemaRef(input.optionalBody)) } }
+      : {}),
     responses: {
       [String(input.success[0])]: input.success[1],
       ...errors({ 401: COMMON[401]!, ...input.errors }),
@@ -218,6 +227,21 @@ function buildPaths(): JsonObject {
         errors: bodilessBotErrors(),
       }),
     },
+    "/internal/v1/bots/{id}/webhook/events": {
+      put: keyed({
+        summary: "Choose the webhook's events",
+        description: `The events the webhook receives from now on: ${WEBHOOK_EVENTS.join(", ")} (default [vote.create]). vote.create is sent for votes cast while subscribed; vote.available when a vote's 12-hour window ends, for votes cast while subscribed and only if still subscribed then. Repeats count once. Independent of the URL: setting or clearing it keeps the choice.`,
+        withId: true,
+        body: "SetWebhookEventsBody",
+        success: [200, ok("The stored events.", "WebhookEventsResponse")],
+        errors: {
+          400: `${BAD_ID}, \`events is required.\`, \`events must name at least one event (${WEBHOOK_EVENTS.join(", ")}).\`, \`events[0] must be a known event (${WEBHOOK_EVENTS.join(", ")}).\`, an unknown field, \`Invalid JSON body.\`, or \`Content-Type must be application/json.\``,
+          404: "`Bot not found.`",
+          413: "The body is larger than 16 kB: `The request body is too large.`",
+          500: COMMON[500]!,
+        },
+      }),
+    },
     "/internal/v1/bots/{id}/webhook/deliveries": {
       get: keyed({
         summary: "The last delivery attempts",
@@ -293,13 +317,15 @@ function buildPaths(): JsonObject {
       post: keyed({
         summary: "Send a test event",
         description:
-          'One signed request to the configured URL now, `X-Webhook-Event: webhook.test`, body `{event: "webhook.test", bot_id, test: true, sent_at}`; nothing enters the vote log. Same headers, timeout, no-redirect and SSRF rules as a delivery attempt. Listed in the attempt log with `test: true`. At most 5 per bot per minute.',
+          'One signed request to the configured URL now, `X-Webhook-Event: webhook.test`, body `{event: "webhook.test", bot_id, test: true, sent_at}`; with the optional body `{"event": "vote.create"}` or `{"event": "vote.available"}` that event\'s body for the sample user `000000000000000000`, with `test: true` at its end. Nothing enters the vote log. Same headers, timeout, no-redirect and SSRF rules as a delivery attempt. Listed in the attempt log with `test: true`. At most 5 per bot per minute.',
         withId: true,
+        optionalBody: "TestEventBody",
         success: [
           200,
           ok("The outcome of the request (200 also when it failed).", "TestEventResponse", noStore),
         ],
         errors: bodilessBotErrors({
+          400: `${BAD_ID}, \`event must be webhook.test, ${WEBHOOK_EVENTS.join(", ")}.\`, or \`The body must be a JSON object.\` ${STRAY_BODY}`,
           409: "`The bot has no webhook URL configured.`",
           429: "More than 5 test events in the last minute: `retryAfter` seconds until the next is allowed.",
           503: "SECRET_ENCRYPTION_KEY is not configured on this service, so the secret cannot be read.",
@@ -374,6 +400,9 @@ export function buildOpenApi(): JsonObject {
       BotSummary: [ListingSummary, "output"],
       TokenResponse: [TokenResponse, "output"],
       SetWebhookBody: [SetWebhookBody, "input"],
+      SetWebhookEventsBody: [SetWebhookEventsBody, "input"],
+      WebhookEventsResponse: [WebhookEventsResponse, "output"],
+      TestEventBody: [TestEventBody, "input"],
       WebhookSetResponse: [WebhookSetResponse, "output"],
       WebhookClearedResponse: [WebhookClearedResponse, "output"],
       DeliveryAttemptsResponse: [DeliveryAttemptsResponse, "output"],

@@ -2,7 +2,9 @@
  * Casting a vote: the one code path behind POST /internal/v1/votes and `botctl vote cast`.
  *
  * One SQL statement (one round trip, one implicit transaction) writes the window record, appends to
- * the vote log and, when the bot has a webhook URL, creates the outbox row. The database enforces
+ * the vote log and, when the bot's webhook subscribes to `vote.create`, creates the outbox row. When
+ * it subscribes to `vote.available`, the window row's remind_at is its end (voted_at + 12 h): the
+ * reminder scheduler (outbox/reminders.ts) makes that delivery then. The database enforces
  * "one vote per user per bot per 12 hours": the upsert's row lock serialises concurrent votes and
  * its WHERE re-checks the window on the latest committed row, so exactly one of N concurrent votes
  * writes anything. After commit the delivery is handed to BullMQ; if that fails the relay does it.
@@ -47,7 +49,7 @@ export interface CastVoteResult {
 }
 
 export interface CastVoteOutcome extends CastVoteResult {
-  /** The outbox row created with the vote, or null when the bot has no webhook URL. */
+  /** The outbox row created with the vote, or null when the bot's webhook does not take vote.create. */
   deliveryId: string | null;
 }
 
@@ -67,17 +69,23 @@ WITH input AS (
   SELECT * FROM unnest($1::varchar[], $2::varchar[], $3::timestamptz[], $4::uuid[], $5::varchar[], $6::jsonb[])
     WITH ORDINALITY AS t(bot_id, user_id, voted_at, delivery_id, traceparent, query, i)
 ), bot AS (
-  SELECT input.i, b.webhook_url IS NOT NULL AND b.webhook_disabled_at IS NULL AS has_webhook
+  SELECT input.i,
+         b.webhook_url IS NOT NULL AND b.webhook_disabled_at IS NULL
+           AND 'vote.create' = ANY(b.webhook_events) AS sends_create,
+         b.webhook_url IS NOT NULL AND b.webhook_disabled_at IS NULL
+           AND 'vote.available' = ANY(b.webhook_events) AS sends_available
     FROM input JOIN bots b ON b.id = input.bot_id AND b.status = 'approved'
 ), next_vote AS (
   SELECT bot.i, nextval('vote_log_id_seq'::regclass) AS id FROM bot
 ), win AS (
-  INSERT INTO vote_windows AS w (bot_id, user_id, voted_at, vote_id)
-  SELECT input.bot_id, input.user_id, input.voted_at, next_vote.id
-    FROM input JOIN next_vote ON next_vote.i = input.i
+  INSERT INTO vote_windows AS w (bot_id, user_id, voted_at, vote_id, remind_at)
+  SELECT input.bot_id, input.user_id, input.voted_at, next_vote.id,
+         CASE WHEN bot.sends_available
+              THEN input.voted_at + interval '${VOTE_WINDOW_MS} milliseconds' END
+    FROM input JOIN next_vote ON next_vote.i = input.i JOIN bot ON bot.i = input.i
    ORDER BY input.bot_id, input.user_id
   ON CONFLICT (bot_id, user_id) DO UPDATE
-     SET voted_at = EXCLUDED.voted_at, vote_id = EXCLUDED.vote_id
+     SET voted_at = EXCLUDED.voted_at, vote_id = EXCLUDED.vote_id, remind_at = EXCLUDED.remind_at
    WHERE w.voted_at <= EXCLUDED.voted_at - interval '${VOTE_WINDOW_MS} milliseconds'
   RETURNING w.vote_id
 ), logged AS (
@@ -95,7 +103,7 @@ WITH input AS (
     JOIN next_vote ON next_vote.id = logged.id
     JOIN input ON input.i = next_vote.i
     JOIN bot ON bot.i = input.i
-   WHERE bot.has_webhook
+   WHERE bot.sends_create
    ORDER BY input.bot_id, input.user_id
   RETURNING id, vote_id
 )

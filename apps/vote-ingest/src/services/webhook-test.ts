@@ -9,6 +9,7 @@
 import http from "node:http";
 import https from "node:https";
 import { performance } from "node:perf_hooks";
+import { VOTE_AVAILABLE_EVENT, VOTE_WINDOW_MS, type WebhookEventName } from "@botdir/schema";
 import {
   classifyAddress,
   createSafeLookup,
@@ -19,6 +20,12 @@ import {
 } from "@botdir/webhook-targets";
 
 export const TEST_EVENT = "webhook.test";
+
+/** What a test event can send: `webhook.test`, or a sample of an event a webhook subscribes to. */
+export type TestEventName = typeof TEST_EVENT | WebhookEventName;
+
+/** The sample voter of a test `vote.create` or `vote.available` (no such user exists). */
+export const TEST_USER_ID = "000000000000000000";
 
 /** The body of a test event: `event` tells it from a vote (`vote.create` carries user_id, voted_at). */
 export interface TestEventPayload {
@@ -53,7 +60,27 @@ function classify(error: NodeJS.ErrnoException | undefined): string {
   return "connection";
 }
 
-/** The exact request of a test event: signed as a delivery (signedWebhookRequest), event `webhook.test`. */
+function testPayload(
+  event: TestEventName,
+  botId: string,
+  now: Date,
+): { event: string; [key: string]: unknown } {
+  if (event === TEST_EVENT) {
+    return { event, bot_id: botId, test: true, sent_at: now.toISOString() } satisfies TestEventPayload;
+  }
+  const vote = { bot_id: botId, user_id: TEST_USER_ID };
+  if (event === VOTE_AVAILABLE_EVENT) {
+    const votedAt = new Date(now.getTime() - VOTE_WINDOW_MS).toISOString();
+    return { event, ...vote, voted_at: votedAt, available_at: now.toISOString(), test: true };
+  }
+  return { event, ...vote, voted_at: now.toISOString(), test: true };
+}
+
+/**
+ * The exact request of a test event: signed as a delivery (signedWebhookRequest), event
+ * `webhook.test` by default; `vote.create` or `vote.available` send that event's body for the
+ * sample user, voted now (or 12 hours ago, so the window ends now), with `"test": true` at the end.
+ */
 export function buildTestRequest(input: {
   id: string;
   botId: string;
@@ -62,13 +89,9 @@ export function buildTestRequest(input: {
   now: Date;
   /** X-Webhook-Trace: the trace of the request that sends the test event. */
   traceId?: string | null;
+  event?: TestEventName;
 }): { body: Buffer; headers: Record<string, string> } {
-  const payload: TestEventPayload = {
-    event: TEST_EVENT,
-    bot_id: input.botId,
-    test: true,
-    sent_at: input.now.toISOString(),
-  };
+  const payload = testPayload(input.event ?? TEST_EVENT, input.botId, input.now);
   const { id, secret, previousSecret, now } = input;
   return signedWebhookRequest(payload, {
     id,

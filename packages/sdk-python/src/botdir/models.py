@@ -25,6 +25,8 @@ __all__ = [
     "RedeliverResponse",
     "ErrorBody",
     "VoteEvent",
+    "VoteAvailableEvent",
+    "VoteWebhookPayload",
     "WebhookTestEvent",
     "WebhookEvent",
 ]
@@ -170,6 +172,20 @@ class VoteEvent(_VoteEventRequired, total=False):
     query: Dict[str, str]
 
 
+class VoteAvailableEvent(TypedDict):
+    """The body of a ``vote.available`` webhook: the vote's 12-hour window ended at ``available_at``."""
+
+    event: Literal["vote.available"]
+    bot_id: str
+    user_id: str
+    voted_at: str
+    available_at: str
+
+
+#: Either vote event; ``event["event"]`` tells them apart.
+VoteWebhookPayload = Union[VoteEvent, VoteAvailableEvent]
+
+
 class WebhookTestEvent(TypedDict):
     """The body of a test event (sent from the edit page); never enters the vote log."""
 
@@ -180,4 +196,4 @@ class WebhookTestEvent(TypedDict):
 
 
 #: What a webhook carries. Switch on ``event["event"]``: more kinds may be added.
-WebhookEvent = Union[VoteEvent, WebhookTestEvent]
+WebhookEvent = Union[VoteEvent, VoteAvailableEvent, WebhookTestEvent]

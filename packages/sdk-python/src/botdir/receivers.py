@@ -40,7 +40,7 @@ from typing import (
 )
 
 from .errors import WebhookVerificationError
-from .models import VoteEvent
+from .models import VoteAvailableEvent, VoteEvent, VoteWebhookPayload
 from .webhook import DEFAULT_TOLERANCE, VerifiedWebhook, WebhookHeaders, verify_webhook
 
 __all__ = [
@@ -106,6 +106,7 @@ class MemorySeenStore:
 
 
 OnVote = Callable[[VoteEvent, Delivery], Union[Awaitable[Any], Any]]
+OnVoteAvailable = Callable[[VoteAvailableEvent, Delivery], Union[Awaitable[Any], Any]]
 OnError = Callable[[BaseException, Delivery], Any]
 
 #: (status, JSON error sentence or None for an empty answer)
@@ -132,8 +133,9 @@ class WebhookReceiver:
     def __init__(
         self,
         secret: Union[str, Sequence[str]],
-        on_vote: OnVote,
+        on_vote: Optional[OnVote] = None,
         *,
+        on_vote_available: Optional[OnVoteAvailable] = None,
         seen: Optional[SeenStore] = None,
         tolerance: float = DEFAULT_TOLERANCE,
         handler_timeout: float = DEFAULT_HANDLER_TIMEOUT,
@@ -149,8 +151,14 @@ class WebhookReceiver:
             raise ValueError("handler_timeout must be a finite number of seconds > 0")
         if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 0:
             raise ValueError("max_body must be a whole number of bytes >= 0")
+        if on_vote is None and on_vote_available is None:
+            raise ValueError("a webhook receiver needs on_vote, on_vote_available or both")
+        for name, hook in (("on_vote", on_vote), ("on_vote_available", on_vote_available)):
+            if hook is not None and not callable(hook):
+                raise ValueError(f"{name} must be callable")
         self.secret = secret
         self.on_vote = on_vote
+        self.on_vote_available = on_vote_available
         self.seen: SeenStore = seen if seen is not None else MemorySeenStore()
         self.tolerance = tolerance
         self.handler_timeout = float(handler_timeout)
@@ -167,14 +175,16 @@ class WebhookReceiver:
         except WebhookVerificationError as error:
             return (400 if error.reason == "invalid_body" else 401, error.message)
         event = verified.event
-        if event.get("event") != "vote.create":
+        kind = event.get("event")
+        # Test events and kinds without a hook here are acknowledged and ignored.
+        if not ((kind == "vote.create" and self.on_vote) or (kind == "vote.available" and self.on_vote_available)):
             return (204, None)
-        vote = cast(VoteEvent, event)
+        vote = cast(VoteWebhookPayload, event)
         # A legacy request without X-Webhook-Delivery is keyed on the vote itself, as the spec allows.
-        key = verified.delivery_id or f"{vote.get('user_id')}@{vote.get('voted_at')}"
+        key = verified.delivery_id or f"{kind}:{vote.get('user_id')}@{vote.get('voted_at')}"
         return await self._once(key, vote, verified)
 
-    async def _once(self, key: str, vote: VoteEvent, verified: VerifiedWebhook) -> Answer:
+    async def _once(self, key: str, vote: VoteWebhookPayload, verified: VerifiedWebhook) -> Answer:
         running = self._in_flight.get(key)
         if running is not None:
             return await asyncio.shield(running)
@@ -198,10 +208,17 @@ class WebhookReceiver:
             outcome.set_result(answer)
         return answer
 
-    async def _run(self, key: str, vote: VoteEvent, verified: VerifiedWebhook) -> Answer:
+    def _call(self, vote: VoteWebhookPayload, delivery: Delivery) -> Any:
+        if vote["event"] == "vote.available":
+            on_available = self.on_vote_available
+            return on_available(cast(VoteAvailableEvent, vote), delivery) if on_available else None
+        on_vote = self.on_vote
+        return on_vote(cast(VoteEvent, vote), delivery) if on_vote else None
+
+    async def _run(self, key: str, vote: VoteWebhookPayload, verified: VerifiedWebhook) -> Answer:
         delivery = Delivery(verified.delivery_id, verified.trace_id, verified.scheme)
         try:
-            await asyncio.wait_for(_maybe_await(self.on_vote(vote, delivery)), timeout=self.handler_timeout)
+            await asyncio.wait_for(_maybe_await(self._call(vote, delivery)), timeout=self.handler_timeout)
         except Exception as error:  # on_vote raised, or asyncio.TimeoutError
             self._report(error, verified)
             return _FAILED
@@ -225,7 +242,8 @@ def _error_body(message: str) -> bytes:
 
 def _receiver(
     secret: Union[str, Sequence[str]],
-    on_vote: OnVote,
+    on_vote: Optional[OnVote],
+    on_vote_available: Optional[OnVoteAvailable],
     seen: Optional[SeenStore],
     tolerance: float,
     handler_timeout: float,
@@ -235,6 +253,7 @@ def _receiver(
     return WebhookReceiver(
         secret,
         on_vote,
+        on_vote_available=on_vote_available,
         seen=seen,
         tolerance=tolerance,
         handler_timeout=handler_timeout,
@@ -256,8 +275,9 @@ def _declared_length(value: Optional[str]) -> Optional[int]:
 
 def aiohttp_webhook(
     secret: Union[str, Sequence[str]],
-    on_vote: OnVote,
+    on_vote: Optional[OnVote] = None,
     *,
+    on_vote_available: Optional[OnVoteAvailable] = None,
     seen: Optional[SeenStore] = None,
     tolerance: float = DEFAULT_TOLERANCE,
     handler_timeout: float = DEFAULT_HANDLER_TIMEOUT,
@@ -267,7 +287,7 @@ def aiohttp_webhook(
     """An aiohttp request handler: ``app.router.add_post("/webhooks/votes", aiohttp_webhook(secret=..., on_vote=...))``."""
     from aiohttp import web
 
-    receiver = _receiver(secret, on_vote, seen, tolerance, handler_timeout, on_error, max_body)
+    receiver = _receiver(secret, on_vote, on_vote_available, seen, tolerance, handler_timeout, on_error, max_body)
 
     def respond(answer: Answer) -> web.Response:
         status, message = answer
@@ -361,8 +381,9 @@ class _AsgiWebhook:
 
 def asgi_webhook(
     secret: Union[str, Sequence[str]],
-    on_vote: OnVote,
+    on_vote: Optional[OnVote] = None,
     *,
+    on_vote_available: Optional[OnVoteAvailable] = None,
     seen: Optional[SeenStore] = None,
     tolerance: float = DEFAULT_TOLERANCE,
     handler_timeout: float = DEFAULT_HANDLER_TIMEOUT,
@@ -370,4 +391,4 @@ def asgi_webhook(
     max_body: int = DEFAULT_MAX_BODY,
 ) -> _AsgiWebhook:
     """A framework-free ASGI app: ``app.mount("/webhooks/votes", asgi_webhook(secret=..., on_vote=...))`` (FastAPI, Starlette)."""
-    return _AsgiWebhook(_receiver(secret, on_vote, seen, tolerance, handler_timeout, on_error, max_body))
+    return _AsgiWebhook(_receiver(secret, on_vote, on_vote_available, seen, tolerance, handler_timeout, on_error, max_body))

@@ -19,6 +19,7 @@ from botdir import (
     StatsBody,
     StatsResponse,
     Vote,
+    VoteAvailableEvent,
     VoteCheckResult,
     VoteEvent,
     VotesPage,
@@ -58,6 +59,7 @@ def test_answers_and_the_event_match_the_document(schemas: Dict[str, Any]) -> No
         (RecoveryResponse, schemas["RecoveryResponse"]),
         (ErrorBody, schemas["Error"]),
         (VoteEvent, schemas["WebhookPayload"]),
+        (VoteAvailableEvent, schemas["VoteAvailablePayload"]),
     ]
     problems = [p for cls, schema in pairs for p in drift(cls, schema)]
     assert problems == []

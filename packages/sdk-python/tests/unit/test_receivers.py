@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from botdir import Delivery, MemorySeenStore, VoteEvent, aiohttp_webhook, asgi_webhook
+from botdir import Delivery, MemorySeenStore, VoteAvailableEvent, VoteEvent, aiohttp_webhook, asgi_webhook
 from botdir.webhook import standard_signature
 
 SECRET = "whsec_" + "1e" * 32
@@ -24,6 +24,19 @@ TRACE = "0af7651916cd43dd8448eb211c80319c"
 def vote_body(user: str = "876543210987654321") -> bytes:
     return json.dumps(
         {"event": "vote.create", "bot_id": "123456789012345678", "user_id": user, "voted_at": "2026-11-27T10:00:00.000Z"},
+        separators=(",", ":"),
+    ).encode()
+
+
+def available_body(user: str = "876543210987654321") -> bytes:
+    return json.dumps(
+        {
+            "event": "vote.available",
+            "bot_id": "123456789012345678",
+            "user_id": user,
+            "voted_at": "2026-11-27T10:00:00.000Z",
+            "available_at": "2026-11-27T22:00:00.000Z",
+        },
         separators=(",", ":"),
     ).encode()
 
@@ -137,6 +150,41 @@ async def test_a_vote_runs_on_vote_before_the_204_and_a_repeat_does_not(make: An
     assert delivery == Delivery("d-1", TRACE, "standard")
     assert await post(body, signed(body)) == (204, None)
     assert len(calls.calls) == 1
+
+
+async def test_each_vote_event_reaches_its_own_hook_once() -> None:
+    votes: List[VoteEvent] = []
+    available: List[Tuple[VoteAvailableEvent, Delivery]] = []
+
+    def on_vote(vote: VoteEvent, delivery: Delivery) -> None:
+        votes.append(vote)
+
+    async def on_vote_available(event: VoteAvailableEvent, delivery: Delivery) -> None:
+        available.append((event, delivery))
+
+    app = asgi_webhook(SECRET, on_vote, on_vote_available=on_vote_available)
+    body = available_body()
+    assert await asgi_post(app, vote_body(), signed(vote_body(), "d-v")) == (204, None)
+    assert await asgi_post(app, body, signed(body, "d-a")) == (204, None)
+    assert await asgi_post(app, body, signed(body, "d-a")) == (204, None)
+    assert [v["event"] for v in votes] == ["vote.create"]
+    assert available == [(json.loads(body), Delivery("d-a", TRACE, "standard"))]
+    assert available[0][0]["available_at"] == "2026-11-27T22:00:00.000Z"
+
+
+async def test_a_receiver_without_a_hook_for_an_event_answers_204_and_ignores_it() -> None:
+    calls = Calls()
+    only_votes = asgi_webhook(SECRET, calls.on_vote)
+    body = available_body()
+    assert await asgi_post(only_votes, body, signed(body, "d-x")) == (204, None)
+    assert calls.calls == []
+    reminders: List[VoteAvailableEvent] = []
+    only_available = asgi_webhook(SECRET, on_vote_available=lambda event, _d: reminders.append(event))
+    assert await asgi_post(only_available, vote_body(), signed(vote_body(), "d-y")) == (204, None)
+    assert await asgi_post(only_available, body, signed(body, "d-z")) == (204, None)
+    assert [r["event"] for r in reminders] == ["vote.available"]
+    with pytest.raises(ValueError):
+        asgi_webhook(SECRET)
 
 
 async def test_on_vote_raising_is_a_500_and_the_retry_reaches_on_vote_again(make: Any) -> None:
