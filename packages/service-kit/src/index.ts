@@ -80,6 +80,7 @@ export {
 } from "./serve.js";
 export type { Link, SpanStart, Telemetry, TelemetryEnv } from "./telemetry.js";
 export {
+  activeSpanRecorded,
   activeTraceId,
   activeTraceparent,
   contextOf,
@@ -88,6 +89,7 @@ export {
   inSpan,
   linkTo,
   parseKeyValues,
+  recordedUnder,
   SpanKind,
   spanContextOf,
   spanLogFields,
