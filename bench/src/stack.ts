@@ -374,9 +374,10 @@ export async function startStack(): Promise<Stack> {
           args(`vote-ingest-${suffix}`),
         );
         procs.push(pairApi, pairIngest);
+        // (A pair starts while the others run: on a loaded host that takes longer than 30 s.)
         await Promise.all([
-          waitForHttp(`http://127.0.0.1:${apiPairPort}/api/health`),
-          waitForHttp(`http://127.0.0.1:${ingestPairPort}/health`),
+          waitForHttp(`http://127.0.0.1:${apiPairPort}/api/health`, 120_000),
+          waitForHttp(`http://127.0.0.1:${ingestPairPort}/health`, 120_000),
         ]);
       };
       await start();

@@ -44,6 +44,7 @@ import {
   AlwaysOffSampler,
   AlwaysOnSampler,
   BatchSpanProcessor,
+  type IdGenerator,
   ParentBasedSampler,
   RandomIdGenerator,
   type Sampler,
@@ -205,6 +206,7 @@ export function startTelemetry(env: TelemetryEnv): Telemetry {
   const sampler = exporter ? samplerOf(env) : new AlwaysOffSampler();
   const provider = new TracerProvider({
     resource,
+    idGenerator: sdkIds,
     // Without an exporter every span is dropped, yet still has its ids (see the file's comment).
     sampler,
     spanProcessors: exporter ? [new BatchSpanProcessor({ exporter, scheduledDelayMillis: 1_000 })] : [],
@@ -284,6 +286,21 @@ function activeSpan(): Span | undefined {
  */
 let idsOnly = false;
 const idGenerator = new RandomIdGenerator();
+/**
+ * The trace id unsampledTraceId decided a request's new trace to be recorded under: the SDK's next
+ * new trace (the request's server span, started right after) takes it, so that the SDK's sampler
+ * decides on the same id (and so the same way) and the trace is the one that decision was for.
+ */
+let decidedTraceId: string | undefined;
+/** The provider's ids: idGenerator's, but a new trace takes decidedTraceId when one is set. */
+const sdkIds: IdGenerator = {
+  generateTraceId: () => {
+    const id = decidedTraceId ?? idGenerator.generateTraceId();
+    decidedTraceId = undefined;
+    return id;
+  },
+  generateSpanId: () => idGenerator.generateSpanId(),
+};
 
 /**
  * Whether the registered provider's sampler records a span under a parent (its ids) or, without
@@ -332,13 +349,17 @@ export function recordedUnder(traceparent: string | null | undefined): boolean {
  * it (undefined where it does, or where nothing is exported): the caller's (`continued`, a
  * `traceparent` when valid), else a new trace's, drawn here as the sampler decides on it. Such a
  * request then runs as with tracing off: no span object, no context, its span's ids made when read
- * (unrecordedServerIds).
+ * (unrecordedServerIds). Where it is recorded, call startSpan for the server span next: a new trace
+ * then takes the id decided here.
  */
 export function unsampledTraceId(continued: string | string[] | undefined): string | undefined {
   if (!exporting) return undefined;
   const parent = continued === undefined ? undefined : parentIdsOf(continued);
   const traceId = parent ? parent.traceId : idGenerator.generateTraceId();
-  return records(parent, traceId) ? undefined : traceId;
+  if (!records(parent, traceId)) return traceId;
+  // Recorded: the server span started next (startSpan, in the SDK) is of this trace.
+  if (!parent) decidedTraceId = traceId;
+  return undefined;
 }
 
 /** A request's `traceparent` header's ids (read as the W3C propagator reads it), when valid. */
