@@ -141,7 +141,7 @@ export async function startNode(
   };
 }
 
-export async function waitForHttp(url: string, timeoutMs = 30_000): Promise<void> {
+export async function waitForHttp(url: string, timeoutMs = 120_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
