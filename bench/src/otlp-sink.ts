@@ -1,6 +1,6 @@
 /**
  * The OTLP/HTTP receiver of the traced apps (the rows "tracing on ÷ off"): it reads each export
- * whole and answers 200, parsing nothing, so what tracing costs is the apps' own work (building,
+ * whole (protobuf or JSON) and answers 200, parsing nothing, so what tracing costs is the apps' own work (building,
  * batching, serialising and sending spans) and not a collector's. Runs in the bench process.
  */
 import { createServer } from "node:http";
@@ -23,7 +23,12 @@ export async function startOtlpSink(): Promise<OtlpSink> {
     });
     req.on("end", () => {
       exports++;
-      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+      // An empty ExportTraceServiceResponse: `{}` in JSON, no bytes in protobuf.
+      if (req.headers["content-type"]?.startsWith("application/json")) {
+        res.writeHead(200, { "content-type": "application/json" }).end("{}");
+      } else {
+        res.writeHead(200, { "content-type": "application/x-protobuf" }).end();
+      }
     });
   });
   server.keepAliveTimeout = 30_000;

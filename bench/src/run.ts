@@ -6,7 +6,8 @@
  * bench/results/runs/<timestamp>.json, then the day's median file (src/summary.ts).
  *
  * BENCH_ONLY="check,stats" runs the hot paths whose name contains one of the words, and the
- * scenarios named (webhook, mix, hostile, flood).
+ * scenarios named (webhook, mix, hostile, flood); `tracing` runs the rows "(tracing on ÷ off)" and
+ * "(tracing 0.1 ÷ off)" and the dispatcher's drain with tracing off, on and at 0.1 side by side.
  */
 import { cpus } from "node:os";
 import path from "node:path";
@@ -59,6 +60,18 @@ async function main(): Promise<void> {
           together: process.env.BENCH_DRAIN_TOGETHER === "1",
         })
       : null;
+    // Tracing on ÷ off for the dispatcher: its build with tracing off, on (always_on) and at 0.1
+    // (parentbased_traceidratio) drain each round's queue side by side; the votes are cast through
+    // the vote-ingest at 0.1, so a tenth of the jobs carry a sampled parent, as in production.
+    const tracingDrain = selected("tracing")
+      ? await drain(stack, settings, {
+          builds: [undefined, "?tracing=on", "?tracing=0.1"],
+          rounds: Number(process.env.BENCH_TRACING_DRAIN_ROUNDS ?? 3),
+          votes: Number(process.env.BENCH_DRAIN_VOTES ?? 5_000),
+          together: true,
+          castVia: stack.sampled.ingestUrl,
+        })
+      : null;
     await stack.stopDispatchers();
 
     const report = {
@@ -81,6 +94,7 @@ async function main(): Promise<void> {
       hostile: hostileResult,
       ...(drainResult ? { drain: drainResult } : {}),
       ...(floodResult ? { flood: floodResult } : {}),
+      ...(tracingDrain ? { tracingDrain } : {}),
       memoryMb: stack.memory(),
       durationS: Math.round((Date.now() - startedAt) / 1000),
     };

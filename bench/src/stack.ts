@@ -167,12 +167,20 @@ export interface Stack {
    * base)" against `untraced`.
    */
   traced: AppPair;
+  /**
+   * The same build with tracing on at the sampling production is advised to run
+   * (OTEL_TRACES_SAMPLER=parentbased_traceidratio, OTEL_TRACES_SAMPLER_ARG=0.1), exported to
+   * `otlp`, for the rows "(tracing 0.1 ÷ off)".
+   */
+  sampled: AppPair;
   untraced: AppPair;
   base?: AppPair;
   /** The OTLP receiver of the traced apps (and of a dispatcher given `tracingEnv`). */
   otlp: OtlpSink;
   /** The environment that turns tracing on (100 % sampled, exported to `otlp`). */
   tracingEnv: Record<string, string>;
+  /** The environment of `sampled`: a tenth of new traces, parent-based, exported to `otlp`. */
+  sampledTracingEnv: Record<string, string>;
   ingestUrl: string;
   floorPid: () => number | undefined;
   apiPid: () => number | undefined;
@@ -327,9 +335,13 @@ export async function startStack(): Promise<Stack> {
     // The same API and vote-ingest with tracing on (every span sampled and exported): the rows
     // "(tracing on ÷ off)" alternate them with the two above, whose tracing is off.
     otlp = await startOtlpSink();
+    // BENCH_OTLP_PROTOCOL (default the apps' own, http/protobuf) and BENCH_OTLP_COMPRESSION (none):
+    // the exports' protocol and compression, for the bytes per request they cost.
     const tracingEnv = {
       OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
       OTEL_TRACES_SAMPLER: "always_on",
+      OTEL_EXPORTER_OTLP_PROTOCOL: process.env.BENCH_OTLP_PROTOCOL ?? "http/protobuf",
+      OTEL_EXPORTER_OTLP_COMPRESSION: process.env.BENCH_OTLP_COMPRESSION ?? "none",
     };
     procs.push(floor, ioFloor, api, apiUnnamed, ingest);
     /** Another API and vote-ingest (`-<suffix>`), started, answering their health checks. */
@@ -362,9 +374,10 @@ export async function startStack(): Promise<Stack> {
           args(`vote-ingest-${suffix}`),
         );
         procs.push(pairApi, pairIngest);
+        // (A pair starts while the others run: on a loaded host that takes longer than 30 s.)
         await Promise.all([
-          waitForHttp(`http://127.0.0.1:${apiPairPort}/api/health`),
-          waitForHttp(`http://127.0.0.1:${ingestPairPort}/health`),
+          waitForHttp(`http://127.0.0.1:${apiPairPort}/api/health`, 120_000),
+          waitForHttp(`http://127.0.0.1:${ingestPairPort}/health`, 120_000),
         ]);
       };
       await start();
@@ -381,6 +394,12 @@ export async function startStack(): Promise<Stack> {
       };
     };
     const traced = await startPair("traced", entries, tracingEnv, profileArgs);
+    const sampledTracingEnv = {
+      ...tracingEnv,
+      OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+      OTEL_TRACES_SAMPLER_ARG: "0.1",
+    };
+    const sampled = await startPair("sampled", entries, sampledTracingEnv, profileArgs);
     const untraced = await startPair("untraced", entries, {}, () => nodeArgs);
     // BENCH_BASE_APPS: another commit's API and vote-ingest, tracing off as `untraced`.
     const baseDir = process.env.BENCH_BASE_APPS;
@@ -490,10 +509,12 @@ export async function startStack(): Promise<Stack> {
       apiUnnamedMetricsUrl: `http://127.0.0.1:${apiUnnamedMetricsPort}/metrics`,
       apiUnnamedPid: () => apiUnnamed.child.pid,
       traced,
+      sampled,
       untraced,
       ...(base ? { base } : {}),
       otlp,
       tracingEnv,
+      sampledTracingEnv,
       ingestUrl: `http://127.0.0.1:${ingestPort}`,
       floorPid: () => floor.child.pid,
       apiPid: () => api.child.pid,

@@ -17,6 +17,8 @@ const env = loadEnv();
 // First: every span (and every log line's trace_id) needs the provider and the context manager.
 const telemetry = startTelemetry(env);
 const logger = pino(loggerOptions("api", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
+// One line: whether spans are exported, where to (no credentials) and with which sampler.
+logger.info(telemetry.startLine.fields, telemetry.startLine.msg);
 const connections = connectionsOf(env, logger);
 const db = createDb(connections.database);
 // Fail fast while Redis is down (the limiter counts locally) instead of queueing commands. No

@@ -22,6 +22,8 @@ const env = loadEnv();
 // First: every span (and every log line's trace_id) needs the provider and the context manager.
 const telemetry = startTelemetry(env);
 const logger = pino(loggerOptions("vote-ingest", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
+// One line: whether spans are exported, where to (no credentials) and with which sampler.
+logger.info(telemetry.startLine.fields, telemetry.startLine.msg);
 const connections = connectionsOf(env, logger);
 const db = createDb(connections.database);
 // A producer: fail fast while Redis is down (the vote still gets its 201; the relay hands off later).

@@ -5,6 +5,7 @@
 import { type Db, deliveryTraceId, type SecretBox } from "@botdir/db";
 import { DeliveryJobData } from "@botdir/schema";
 import {
+  activeSpanRecorded,
   type Clock,
   describeError,
   failSpan,
@@ -111,8 +112,11 @@ export function createDeliverHandler(deps: DeliverDeps) {
     // ≈ 4 % of the dispatcher's CPU, docs/performance.md), so inSpan makes none of these spans: the
     // delivery's trace id, for X-Webhook-Trace and its log lines' `trace_id`, is the job's stored
     // one, or for a job that carries none the one the delivery id names (deliveryTraceId).
-    const traceId = tracesExported() ? null : (traceIdOf(data.traceparent) ?? deliveryTraceId(deliveryId));
-    const logger = traceId === null ? deps.logger : loggerWith(deps.logger, { trace_id: traceId });
+    // (Where the job's trace is recorded, the delivery runs in its consumer span: the log mixin adds
+    // the span's ids and X-Webhook-Trace is the span's trace id, the same one.)
+    const traceId = traceIdOf(data.traceparent) ?? deliveryTraceId(deliveryId);
+    const logger =
+      tracesExported() && activeSpanRecorded() ? deps.logger : loggerWith(deps.logger, { trace_id: traceId });
     const claim = await inSpan(
       "webhook.claim",
       { attributes: { "botdir.delivery_id": deliveryId } },

@@ -22,6 +22,8 @@ const env = loadEnv();
 // First: every span (and every log line's trace_id) needs the provider and the context manager.
 const telemetry = startTelemetry(env);
 const logger = pino(loggerOptions("webhook-dispatcher", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
+// One line: whether spans are exported, where to (no credentials) and with which sampler.
+logger.info(telemetry.startLine.fields, telemetry.startLine.msg);
 const connections = connectionsOf(env, logger);
 const db = createDb(connections.database);
 // BullMQ needs maxRetriesPerRequest: null on worker connections; auto-pipelining stays off so

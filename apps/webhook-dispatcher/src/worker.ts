@@ -39,6 +39,7 @@ import {
   type Link,
   type Logger,
   type RedisClient,
+  recordedUnder,
   SpanKind,
   spanContextOf,
   storedTraceLogFields,
@@ -263,24 +264,25 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
   /**
    * A `vote.create` job in its consumer span: a child of the context the job carries (the hand-off's
    * producer span, in the delivery's trace), so a retry minutes or hours later is in the same trace.
-   * Where nothing is exported, no span and no context: the handler takes the delivery's trace id
-   * from the job (createDeliverHandler).
+   * Where nothing is exported, or the sampler does not record the job's trace, no span and no
+   * context: the handler takes the delivery's trace id from the job (createDeliverHandler).
    */
   function processDelivery(job: DeliveryJob, token?: string): Promise<DeliverResult> {
     if (!tracesExported()) return processDeliveryInSpan(job, token);
     const data = job.data as Partial<DeliveryJobData>;
+    // A job without a context (its row keeps none): the trace the delivery id names.
+    const parent =
+      typeof data.traceparent === "string"
+        ? data.traceparent
+        : typeof data.deliveryId === "string"
+          ? deliveryTraceparent(data.deliveryId)
+          : null;
+    if (!recordedUnder(parent)) return processDeliveryInSpan(job, token);
     return inSpan(
       `${QUEUES.webhookDeliveries} process`,
       {
         kind: SpanKind.CONSUMER,
-        // A job without a context (its row keeps none): the trace the delivery id names.
-        parent: contextOf(
-          typeof data.traceparent === "string"
-            ? data.traceparent
-            : typeof data.deliveryId === "string"
-              ? deliveryTraceparent(data.deliveryId)
-              : null,
-        ),
+        parent: contextOf(parent),
         // Moved back to delayed (not due, in flight elsewhere, over a fairness cap): not a failure.
         expected: (error) => error instanceof DelayedError,
         attributes: {
@@ -354,10 +356,12 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
    */
   function processItem(item: DeliveryJobData, batch: Link[]): Promise<"finished" | "handedOff" | "left"> {
     if (!tracesExported()) return processItemInSpan(item);
+    const parent = item.traceparent ?? deliveryTraceparent(item.deliveryId);
+    if (!recordedUnder(parent)) return processItemInSpan(item);
     return inSpan(
       "webhook.deliver",
       {
-        parent: contextOf(item.traceparent ?? deliveryTraceparent(item.deliveryId)),
+        parent: contextOf(parent),
         links: batch,
         attributes: {
           "botdir.delivery_id": item.deliveryId,

@@ -6,7 +6,8 @@
  * has arrived. BENCH_DRAIN_BUILDS (comma-separated dispatcher entries, e.g. bundles of two commits
  * copied out of apps/webhook-dispatcher/dist/, each optionally followed by `?NAME=value&…`: its
  * environment; `?NAME=value` alone is the run's own build with that environment; `?tracing=on`: every
- * span sampled and exported to the run's OTLP receiver) are taken in
+ * span sampled and exported to an OTLP receiver of its own; `?tracing=0.1`: the same at
+ * parentbased_traceidratio 0.1) are taken in
  * turn, round after round (A B A B …), so the machine's load falls on each alike; by default the
  * run's own build.
  *
@@ -19,6 +20,7 @@
  * build's ÷ the first build's, per round.
  */
 import { load } from "../load.js";
+import { startOtlpSink } from "../otlp-sink.js";
 import { MIX_PATH, median, sleep } from "../pipeline.js";
 import { cpuSeconds, cpuSecondsBetween, metricSums, postgresCpu, redisCommandCalls } from "../procs.js";
 import { log, type Stack } from "../stack.js";
@@ -34,6 +36,8 @@ export interface DrainRound {
   /** Redis commands per delivery (INFO commandstats; EVALSHA counts the scripts). */
   redisCommands: number;
   evalsha: number;
+  /** A build that exports spans, side by side: the bytes its OTLP exports carried per delivery. */
+  exportedBytes?: number;
 }
 
 export interface DrainResult {
@@ -47,11 +51,18 @@ export interface DrainResult {
 export async function drain(
   stack: Stack,
   settings: { connections: number },
-  options: { builds: (string | undefined)[]; rounds: number; votes: number; together?: boolean },
+  options: {
+    builds: (string | undefined)[];
+    rounds: number;
+    votes: number;
+    together?: boolean;
+    /** The vote-ingest the queue is filled through (default the run's, tracing off). */
+    castVia?: string;
+  },
 ): Promise<DrainResult> {
   if (options.together) return drainTogether(stack, settings, options);
   const rounds: DrainRound[] = [];
-  const fill = filler(stack, settings, options.votes);
+  const fill = filler(stack, settings, options.votes, options.castVia);
   for (let round = 0; round < options.rounds; round++) {
     for (const build of options.builds) {
       await stack.stopDispatchers();
@@ -101,14 +112,19 @@ export async function drain(
 }
 
 /** Casts `votes` votes of the webhook-mix bots (new users each call) while no dispatcher runs. */
-function filler(stack: Stack, settings: { connections: number }, votes: number): () => Promise<void> {
+function filler(
+  stack: Stack,
+  settings: { connections: number },
+  votes: number,
+  castVia = stack.ingestUrl,
+): () => Promise<void> {
   let user = 9200000000000000000n;
   const bots = stack.seeded.mixBots;
   return async () => {
     let voter = 0;
     const first = user;
     await load({
-      url: stack.ingestUrl,
+      url: castVia,
       method: "POST",
       durationS: 120,
       connections: settings.connections,
@@ -126,9 +142,12 @@ function filler(stack: Stack, settings: { connections: number }, votes: number):
 /** A BENCH_DRAIN_BUILDS entry: its dispatcher entry (the run's own when empty) and environment. */
 function buildOf(stack: Stack, build: string | undefined): { entry?: string; env: Record<string, string> } {
   const [entry, query] = (build ?? "").split("?") as [string, string | undefined];
-  // `?tracing=on`: the run's OTLP receiver and every span sampled (stack.tracingEnv).
+  // `?tracing=on`: the run's OTLP receiver and every span sampled (stack.tracingEnv); `?tracing=0.1`:
+  // a tenth of new traces, parent-based (stack.sampledTracingEnv).
   const { tracing, ...own } = Object.fromEntries(new URLSearchParams(query ?? ""));
-  const env = tracing === "on" ? { ...stack.tracingEnv, ...own } : own;
+  const tracingEnv =
+    tracing === "on" ? stack.tracingEnv : tracing === "0.1" ? stack.sampledTracingEnv : undefined;
+  const env = tracingEnv ? { ...tracingEnv, ...own } : own;
   return entry ? { entry, env } : { env };
 }
 
@@ -141,14 +160,25 @@ async function attemptsOf(metricsUrl: string): Promise<number> {
 async function drainTogether(
   stack: Stack,
   settings: { connections: number },
-  options: { builds: (string | undefined)[]; rounds: number; votes: number },
+  options: { builds: (string | undefined)[]; rounds: number; votes: number; castVia?: string },
 ): Promise<DrainResult> {
   if (options.builds.length < 2 || options.builds.length > 3) {
     throw new Error("BENCH_DRAIN_TOGETHER compares two or three builds");
   }
   const rounds: DrainRound[] = [];
   const perRound: number[][] = options.builds.slice(1).map(() => []);
-  const fill = filler(stack, settings, options.votes);
+  const fill = filler(stack, settings, options.votes, options.castVia);
+  // Each build that exports spans gets an OTLP receiver of its own: its bytes per delivery.
+  const sinks = await Promise.all(
+    options.builds.map((b) =>
+      buildOf(stack, b).env.OTEL_EXPORTER_OTLP_ENDPOINT ? startOtlpSink() : undefined,
+    ),
+  );
+  const withSink = (b: string | undefined, i: number) => {
+    const built = buildOf(stack, b);
+    const sink = sinks[i];
+    return sink ? { ...built, env: { ...built.env, OTEL_EXPORTER_OTLP_ENDPOINT: sink.url } } : built;
+  };
   for (let round = 0; round < options.rounds; round++) {
     await stack.stopDispatchers();
     const from = stack.receiver.received(MIX_PATH);
@@ -156,7 +186,7 @@ async function drainTogether(
     // The order they start in (the first is profiled) rotates by round.
     const order = options.builds.map((_, i) => (i + round) % options.builds.length);
     const builds = order.map((i) => options.builds[i]);
-    const procs = await stack.startDispatcherBuilds(builds.map((b) => buildOf(stack, b)));
+    const procs = await stack.startDispatcherBuilds(order.map((i) => withSink(options.builds[i], i)));
     const urls = stack.dispatcherMetricsUrls;
     const deadline = Date.now() + 120_000;
     // The window opens when both have made an attempt (both past their start-up), for both at once.
@@ -170,6 +200,7 @@ async function drainTogether(
         procs.map(async (proc, i) => ({
           attempts: await attemptsOf(urls[i] as string),
           cpu: cpuSeconds(proc.child.pid),
+          exported: sinks[order[i] as number]?.received().bytes ?? 0,
         })),
       );
     const opened = await read();
@@ -197,11 +228,19 @@ async function drainTogether(
         redis: us(sharedAfter.redis - sharedBefore.redis, n),
         redisCommands: 0,
         evalsha: 0,
+        ...(sinks[order[i] as number]
+          ? {
+              exportedBytes: Math.round(
+                ((closed[i]?.exported ?? 0) - (opened[i]?.exported ?? 0)) / Math.max(1, made),
+              ),
+            }
+          : {}),
       };
       byIndex[order[i] as number] = r;
       log(
         `drain together, round ${round + 1}, ${r.build}: ${made} attempts in its window, ${r.perSecond}/s; ` +
-          `CPU µs per delivery: dispatcher ${r.dispatcher} (both: postgres ${r.postgres}, redis ${r.redis})`,
+          `CPU µs per delivery: dispatcher ${r.dispatcher} (both: postgres ${r.postgres}, redis ${r.redis})` +
+          (r.exportedBytes === undefined ? "" : `; ${r.exportedBytes} bytes exported per delivery`),
       );
     }
     rounds.push(...byIndex);
@@ -213,6 +252,7 @@ async function drainTogether(
     }
   }
   await stack.stopDispatchers();
+  await Promise.all(sinks.map((sink) => sink?.close()));
   const ratios: NonNullable<DrainResult["ratios"]> = {};
   for (const [i, build] of options.builds.slice(1).entries()) {
     const of = perRound[i] ?? [];
@@ -227,7 +267,8 @@ function mediansByBuild(rounds: DrainRound[]): DrainResult["byBuild"] {
   const byBuild: DrainResult["byBuild"] = {};
   for (const build of new Set(rounds.map((r) => r.build))) {
     const of = rounds.filter((r) => r.build === build);
-    const m = (k: keyof Omit<DrainRound, "build">) => median(of.map((r) => r[k]));
+    const m = (k: keyof Omit<DrainRound, "build" | "exportedBytes">) => median(of.map((r) => r[k]));
+    const exported = of.flatMap((r) => (r.exportedBytes === undefined ? [] : [r.exportedBytes]));
     byBuild[build] = {
       delivered: m("delivered"),
       perSecond: m("perSecond"),
@@ -236,6 +277,7 @@ function mediansByBuild(rounds: DrainRound[]): DrainResult["byBuild"] {
       redis: m("redis"),
       redisCommands: m("redisCommands"),
       evalsha: m("evalsha"),
+      ...(exported.length > 0 ? { exportedBytes: median(exported) } : {}),
     };
     log(`drain, ${build}: medians ${JSON.stringify(byBuild[build])}`);
   }

@@ -32,6 +32,11 @@ export interface PathsResult {
   cpuMicrosecondsPerRequest: Record<string, { ours: CpuShare; floor: CpuShare }>;
   /** Mean requests per batched statement during our rounds of a path (only batched paths). */
   requestsPerBatchedStatement: Record<string, number>;
+  /**
+   * The rows of traced apps (tracing on or 0.1 ÷ off): bytes their OTLP exports carried per
+   * request of ours (a vote's, for the cast), received by the bench's sink during our rounds.
+   */
+  exportedBytesPerRequest: Record<string, number>;
   ingestDurability: { acknowledged: number; recorded: number };
   rateLimited: LoadResult;
 }
@@ -175,9 +180,13 @@ export async function hotPaths(
       pair,
     };
   };
-  const { traced, untraced, base } = stack;
+  const { traced, sampled, untraced, base } = stack;
   // Tracing on (every span sampled and exported, src/otlp-sink.ts) ÷ off: what tracing costs.
   comparePairs("tracing on ÷ off", traced, untraced, 5000000000000000000n);
+  // Tracing on at a tenth of new traces (parentbased_traceidratio 0.1, the advised sampling) ÷ off.
+  comparePairs("tracing 0.1 ÷ off", sampled, untraced, 7000000000000000000n);
+  /** The URLs of the apps that export spans: their rows report the bytes exported per request. */
+  const exporters = new Set([traced.apiUrl, traced.ingestUrl, sampled.apiUrl, sampled.ingestUrl]);
   // This build ÷ the apps of BENCH_BASE_APPS (e.g. the code before traces), tracing off in both:
   // what a change costs.
   if (base) comparePairs("this build ÷ base", untraced, base, 6000000000000000000n);
@@ -189,7 +198,7 @@ export async function hotPaths(
     [stack.apiUrl, { pid: stack.apiPid, metricsUrl: stack.apiMetricsUrl }],
     [stack.apiUnnamedUrl, { pid: stack.apiUnnamedPid, metricsUrl: stack.apiUnnamedMetricsUrl }],
     [stack.ingestUrl, { pid: stack.ingestPid, metricsUrl: `${stack.ingestUrl}/metrics` }],
-    ...[traced, untraced, ...(base ? [base] : [])].flatMap((pair) => [
+    ...[traced, sampled, untraced, ...(base ? [base] : [])].flatMap((pair) => [
       [pair.apiUrl, { pid: pair.apiPid, metricsUrl: pair.apiMetricsUrl }] as const,
       [pair.ingestUrl, { pid: pair.ingestPid, metricsUrl: `${pair.ingestUrl}/metrics` }] as const,
     ]),
@@ -220,6 +229,7 @@ export async function hotPaths(
     paths: {},
     cpuMicrosecondsPerRequest: {},
     requestsPerBatchedStatement: {},
+    exportedBytesPerRequest: {},
     ingestDurability: { acknowledged: 0, recorded: 0 },
     rateLimited: { rps: 0, p50: 0, p99: 0, non2xx: 0, errors: 0, total: 0 },
   };
@@ -245,6 +255,13 @@ export async function hotPaths(
     const ourRuns: LoadResult[] = [];
     const ourCpu: CpuShare[] = [];
     const bareRuns: LoadResult[] = [];
+    // The OTLP sink's bytes during our rounds (only the app of `ours` exports to it then: every
+    // other exporter is idle), over our requests. Spans are exported a second or so after they
+    // end: a round's window takes the tail of what ran before it and leaves its own tail to the
+    // next, alike under a steady load.
+    let exportedBytes = 0;
+    let exportedRequests = 0;
+    const exportsBefore = () => stack.otlp.received().bytes;
     // Two builds of the same app (rows "tracing on ÷ off", "this build ÷ base") take turns at going
     // first: the second of a pair runs on what the first left (caches, the vote log grown by the
     // cast) and was measured ≈ 5 % dearer in CPU per request than the same build going first.
@@ -271,7 +288,10 @@ export async function hotPaths(
           });
         await Promise.all([warm(spec.ours), warm(floorUrl)]);
         const before = [cpuOf(oursPid), cpuOf(otherPid)] as const;
+        const bytesBefore = exportsBefore();
         const [r, fr] = await Promise.all([round(spec.ours, spec), round(floorUrl, spec)]);
+        exportedBytes += exportsBefore() - bytesBefore;
+        exportedRequests += r.total;
         ourRuns.push(r);
         ourCpu.push(perRequest(before[0], cpuOf(oursPid), r.total));
         floorRuns.push(fr);
@@ -281,7 +301,10 @@ export async function hotPaths(
       if (floorUrl === stack.ioFloorUrl) bareRuns.push(await round(stack.floorUrl, spec));
       const ours = async () => {
         const before = cpuOf(serverPid);
+        const bytesBefore = exportsBefore();
         const r = await round(spec.ours, spec);
+        exportedBytes += exportsBefore() - bytesBefore;
+        exportedRequests += r.total;
         ourRuns.push(r);
         ourCpu.push(perRequest(before, cpuOf(serverPid), r.total));
       };
@@ -326,6 +349,9 @@ export async function hotPaths(
           ) / 10
         : undefined;
     if (batchSize !== undefined) result.requestsPerBatchedStatement[name] = batchSize;
+    if (exporters.has(spec.ours) && exportedRequests > 0) {
+      result.exportedBytesPerRequest[name] = Math.round(exportedBytes / exportedRequests);
+    }
     const ratio = (a: number, b: number) => Math.round((a / Math.max(b, 1)) * 100) / 100;
     const bare = bareRuns.length > 0 ? average(bareRuns) : null;
     const row: PathRow = {
@@ -344,8 +370,9 @@ export async function hotPaths(
         : {}),
     };
     result.paths[name] = row;
+    const bytes = result.exportedBytesPerRequest[name];
     log(
-      `${name}: ours ${o.rps} req/s (p50 ${o.p50} ms, p99 ${o.p99} ms, non-2xx ${o.non2xx}) vs floor ${f.rps} req/s (p99 ${f.p99} ms) = ${row.ratio}×${batchSize ? `, ${batchSize} requests per statement` : ""}` +
+      `${name}: ${bytes === undefined ? "" : `${bytes} bytes exported per request; `}ours ${o.rps} req/s (p50 ${o.p50} ms, p99 ${o.p99} ms, non-2xx ${o.non2xx}) vs floor ${f.rps} req/s (p99 ${f.p99} ms) = ${row.ratio}×${batchSize ? `, ${batchSize} requests per statement` : ""}` +
         (row.bareFloor
           ? `; the bare floor ${row.bareFloor.rps} req/s: floor with I/O ${row.bareFloor.ioFloorVsBare}×, ours ${row.bareFloor.oursVsBare}× of it`
           : ""),

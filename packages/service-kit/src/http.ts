@@ -32,6 +32,7 @@ import {
   traceparentOf,
   tracesExported,
   unrecordedServerIds,
+  unsampledTraceId,
 } from "./telemetry.js";
 
 /** The subset of pino the apps use; tests can pass a capturing fake. */
@@ -127,13 +128,16 @@ export function requestContext(
     const start = process.hrtime.bigint();
     if (linkOnly) publicEdgeRequests.add(req);
     assignRequestId(req, res);
-    if (tracesExported()) {
+    // A request the sampler does not record runs as with tracing off (its trace id decided here).
+    const unsampled = tracesExported() ? unsampledTraceId(continuedTraceparent(req)) : undefined;
+    if (tracesExported() && unsampled === undefined) {
       const [span, ctx] = startServerSpan(req);
       res.locals.trace = ctx;
       finished(req, res, start, span);
       context.with(ctx, next);
     } else {
       res.locals.trace = null; // its ids are made on first read (requestIds)
+      res.locals.unsampledTrace = unsampled;
       finished(req, res, start);
       next();
     }
@@ -147,7 +151,10 @@ export function requestContext(
 function requestIds(res: Response): SpanContext | undefined {
   const kept = res.locals.traceIds as SpanContext | undefined;
   if (kept) return kept;
-  const ids = unrecordedServerIds(continuedTraceparent(res.req));
+  const ids = unrecordedServerIds(
+    continuedTraceparent(res.req),
+    res.locals.unsampledTrace as string | undefined,
+  );
   res.locals.traceIds = ids;
   return ids;
 }
@@ -230,11 +237,12 @@ export function earlyRequestContext(
   return (req, res, route, start = process.hrtime.bigint()) => {
     if (linkOnly) publicEdgeRequests.add(req);
     const reqId = setRequestId(req, res);
-    // As requestContext: where nothing is exported the span (ids only) is made for the log line.
-    const span = tracesExported() ? startServerSpan(req)[0] : undefined;
+    // As requestContext: where nothing is recorded no span is made (the line's ids when needed).
+    const unsampled = tracesExported() ? unsampledTraceId(continuedTraceparent(req)) : undefined;
+    const span = tracesExported() && unsampled === undefined ? startServerSpan(req)[0] : undefined;
     res.on("finish", () => {
       if (span) endServerSpan(span, req.method ?? "GET", route, res.statusCode);
-      const fields = span ? () => spanLogFields(span) : () => givenTraceLineFields(req);
+      const fields = span ? () => spanLogFields(span) : () => givenTraceLineFields(req, unsampled);
       report(req.method ?? "GET", req.url ?? "/", route, res.statusCode, reqId, start, fields);
     });
   };
@@ -248,16 +256,20 @@ export function earlyRequestContext(
  */
 function unexportedLineFields(req: IncomingMessage, res: Response): Readonly<Record<string, string>> {
   const made = res.locals.traceIds as SpanContext | undefined;
-  return made ? idsLogFields(made) : givenTraceLineFields(req);
+  return made
+    ? idsLogFields(made)
+    : givenTraceLineFields(req, res.locals.unsampledTrace as string | undefined);
 }
 
 /**
  * Where nothing is exported and nothing read the request's trace (an early refusal's line too):
  * ids continuing the `traceparent` the caller sent, none when it sent none.
  */
-function givenTraceLineFields(req: IncomingMessage): Readonly<Record<string, string>> {
+function givenTraceLineFields(req: IncomingMessage, unsampled?: string): Readonly<Record<string, string>> {
   const traceparent = continuedTraceparent(req);
-  return traceparent === undefined ? NO_TRACE_FIELDS : idsLogFields(unrecordedServerIds(traceparent));
+  return traceparent === undefined
+    ? NO_TRACE_FIELDS
+    : idsLogFields(unrecordedServerIds(traceparent, unsampled));
 }
 
 /** The log line and the metrics of one finished request; never throws. */

@@ -81,6 +81,7 @@ export {
 } from "./serve.js";
 export type { Link, SpanStart, Telemetry, TelemetryEnv } from "./telemetry.js";
 export {
+  activeSpanRecorded,
   activeTraceId,
   activeTraceparent,
   contextOf,
@@ -89,6 +90,7 @@ export {
   inSpan,
   linkTo,
   parseKeyValues,
+  recordedUnder,
   SpanKind,
   spanContextOf,
   spanLogFields,

@@ -19,6 +19,7 @@ import {
   inSpan,
   parseKeyValues,
   spanContextOf,
+  startLineOf,
   startTelemetry,
   TelemetryEnvFields,
   traceIdOf,
@@ -230,7 +231,13 @@ describe("TelemetryEnvFields", () => {
       "parentbased_traceidratio",
     );
     expect(TelemetryEnvFields.OTEL_TRACES_SAMPLER.safeParse("sometimes").success).toBe(false);
-    expect(TelemetryEnvFields.OTEL_EXPORTER_OTLP_PROTOCOL.safeParse("grpc").success).toBe(false);
+    expect(TelemetryEnvFields.OTEL_EXPORTER_OTLP_PROTOCOL.parse(undefined)).toBe("http/protobuf");
+    expect(TelemetryEnvFields.OTEL_EXPORTER_OTLP_PROTOCOL.parse("http/json")).toBe("http/json");
+    const grpc = TelemetryEnvFields.OTEL_EXPORTER_OTLP_PROTOCOL.safeParse("grpc");
+    expect(grpc.success).toBe(false);
+    expect(grpc.error?.issues[0]?.message).toMatch(/grpc is not supported/);
+    expect(TelemetryEnvFields.OTEL_EXPORTER_OTLP_COMPRESSION.parse(undefined)).toBe("none");
+    expect(TelemetryEnvFields.OTEL_EXPORTER_OTLP_COMPRESSION.safeParse("zstd").success).toBe(false);
     expect(TelemetryEnvFields.OTEL_TRACES_SAMPLER_ARG.safeParse("1.5").success).toBe(false);
   });
 
@@ -355,5 +362,36 @@ describe("inSpan without a span of its own", () => {
     expect(seen.ids.spanId).toMatch(/^[0-9a-f]{16}$/);
     expect(seen.active).toBe(seen.ids.traceId);
     expect(seen.child).toBe(seen.ids.spanId);
+  });
+});
+
+describe("the start line", () => {
+  const env = {
+    OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+    OTEL_TRACES_SAMPLER_ARG: 0.1,
+    OTEL_SDK_DISABLED: false,
+    OTEL_SERVICE_NAME: "botdir-test",
+  } as const;
+
+  it("when spans are exported, then it names the endpoint without its credentials, the protocol and the sampler", () => {
+    const line = startLineOf(env, {
+      url: "https://user:secret@collector.example:4318/v1/traces?api_key=k",
+      protocol: "http/protobuf",
+      compression: "gzip",
+    });
+    expect(line.msg).toBe(
+      "tracing on: exporting to https://collector.example:4318/v1/traces (http/protobuf, compression gzip), sampler parentbased_traceidratio 0.1",
+    );
+    expect(JSON.stringify(line)).not.toMatch(/secret|user|api_key/);
+    expect(line.fields).toMatchObject({ tracing: "on", sampler: "parentbased_traceidratio 0.1" });
+  });
+
+  it("when nothing is exported, then it says so and why", () => {
+    expect(startLineOf(env, undefined).msg).toBe(
+      "tracing off (no OTEL_EXPORTER_OTLP_ENDPOINT): nothing exported, trace ids kept",
+    );
+    expect(startLineOf({ ...env, OTEL_SDK_DISABLED: true }, undefined).msg).toMatch(
+      /^tracing off \(OTEL_SDK_DISABLED\)/,
+    );
   });
 });

@@ -36,15 +36,19 @@ import {
 } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
+import { OTLPTraceExporter as OTLPJsonTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
+import { OTLPTraceExporter as OTLPProtobufTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
+import { CompressionAlgorithm } from "@opentelemetry/otlp-exporter-base";
 import { defaultResource, resourceFromAttributes } from "@opentelemetry/resources";
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
   BatchSpanProcessor,
+  type IdGenerator,
   ParentBasedSampler,
   RandomIdGenerator,
   type Sampler,
+  SamplingDecision,
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from "@opentelemetry/sdk-trace";
@@ -62,6 +66,8 @@ const SAMPLERS = [
   "parentbased_always_off",
   "parentbased_traceidratio",
 ] as const;
+
+const PROTOCOLS = ["http/protobuf", "http/json"] as const;
 
 /** `key=value,key=value` (W3C baggage-like, values percent-decoded), as OTEL_RESOURCE_ATTRIBUTES. */
 export function parseKeyValues(text: string): Record<string, string> | null {
@@ -94,8 +100,18 @@ export const TelemetryEnvFields = {
   OTEL_EXPORTER_OTLP_ENDPOINT: z
     .url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" })
     .optional(),
-  /** The exporter sends OTLP/HTTP with JSON bodies; nothing else is accepted. */
-  OTEL_EXPORTER_OTLP_PROTOCOL: z.enum(["http/json"], { error: "must be http/json" }).default("http/json"),
+  /**
+   * The OTLP transport: `http/protobuf` (the specification's default) or `http/json`, both to
+   * `<endpoint>/v1/traces`. gRPC is not supported (no gRPC client in the bundles): refused at start.
+   */
+  OTEL_EXPORTER_OTLP_PROTOCOL: z
+    .enum(PROTOCOLS, {
+      error:
+        "must be http/protobuf or http/json (grpc is not supported: use the collector's OTLP/HTTP port, 4318)",
+    })
+    .default("http/protobuf"),
+  /** `gzip` compresses each export's body; `none` (the specification's default) sends it as it is. */
+  OTEL_EXPORTER_OTLP_COMPRESSION: z.enum(["gzip", "none"], { error: "must be gzip or none" }).default("none"),
   /** Headers of every export request, e.g. `x-honeycomb-team=KEY` (never logged). */
   OTEL_EXPORTER_OTLP_HEADERS: keyValues("headers").optional(),
   OTEL_TRACES_SAMPLER: z
@@ -117,6 +133,10 @@ export function telemetryEnvFields(serviceName: string) {
 
 export interface TelemetryEnv {
   OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined;
+  /** Default http/protobuf (as the schema's). */
+  OTEL_EXPORTER_OTLP_PROTOCOL?: (typeof PROTOCOLS)[number] | undefined;
+  /** Default none (as the schema's). */
+  OTEL_EXPORTER_OTLP_COMPRESSION?: "gzip" | "none" | undefined;
   OTEL_EXPORTER_OTLP_HEADERS?: string | undefined;
   OTEL_TRACES_SAMPLER: (typeof SAMPLERS)[number];
   OTEL_TRACES_SAMPLER_ARG: number;
@@ -128,6 +148,11 @@ export interface TelemetryEnv {
 export interface Telemetry {
   /** Whether spans are exported (an endpoint is set and the SDK is not disabled). */
   readonly exporting: boolean;
+  /**
+   * What the app says at start, on one line (its `msg` and fields): whether it exports, where to
+   * (the endpoint without credentials: no user, password, query or headers) and with which sampler.
+   */
+  readonly startLine: { fields: Record<string, string | number | boolean>; msg: string };
   /** Exports the spans still buffered and stops (the last step of an app's shutdown). */
   shutdown(): Promise<void>;
 }
@@ -166,23 +191,79 @@ export function startTelemetry(env: TelemetryEnv): Telemetry {
       [ATTR_SERVICE_NAME]: env.OTEL_SERVICE_NAME,
     }),
   );
-  const exporter = endpoint
-    ? new OTLPTraceExporter({
-        url: `${endpoint.replace(/\/+$/, "")}/v1/traces`,
-        headers: env.OTEL_EXPORTER_OTLP_HEADERS ? (parseKeyValues(env.OTEL_EXPORTER_OTLP_HEADERS) ?? {}) : {},
-      })
+  const protocol = env.OTEL_EXPORTER_OTLP_PROTOCOL ?? "http/protobuf";
+  const compression = env.OTEL_EXPORTER_OTLP_COMPRESSION ?? "none";
+  const exporterConfig = endpoint && {
+    url: `${endpoint.replace(/\/+$/, "")}/v1/traces`,
+    headers: env.OTEL_EXPORTER_OTLP_HEADERS ? (parseKeyValues(env.OTEL_EXPORTER_OTLP_HEADERS) ?? {}) : {},
+    compression: compression === "gzip" ? CompressionAlgorithm.GZIP : CompressionAlgorithm.NONE,
+  };
+  const exporter = exporterConfig
+    ? protocol === "http/json"
+      ? new OTLPJsonTraceExporter(exporterConfig)
+      : new OTLPProtobufTraceExporter(exporterConfig)
     : undefined;
+  const sampler = exporter ? samplerOf(env) : new AlwaysOffSampler();
   const provider = new TracerProvider({
     resource,
+    idGenerator: sdkIds,
     // Without an exporter every span is dropped, yet still has its ids (see the file's comment).
-    sampler: exporter ? samplerOf(env) : new AlwaysOffSampler(),
+    sampler,
     spanProcessors: exporter ? [new BatchSpanProcessor({ exporter, scheduledDelayMillis: 1_000 })] : [],
   });
   const registered = trace.setGlobalTracerProvider(provider);
   exporting = exporter !== undefined;
   // A second start in one process (tests) keeps the provider registered first.
   idsOnly = registered ? !exporting : idsOnly;
-  return { exporting, shutdown: () => provider.shutdown() };
+  if (registered) records = recordingDecision(env, exporting);
+  return {
+    exporting,
+    startLine: startLineOf(
+      env,
+      exporterConfig ? { url: exporterConfig.url, protocol, compression } : undefined,
+    ),
+    shutdown: () => provider.shutdown(),
+  };
+}
+
+/** The sampler's name as OTEL_TRACES_SAMPLER spells it, with its ratio where it has one. */
+function samplerName(env: TelemetryEnv): string {
+  return env.OTEL_TRACES_SAMPLER.endsWith("traceidratio")
+    ? `${env.OTEL_TRACES_SAMPLER} ${env.OTEL_TRACES_SAMPLER_ARG}`
+    : env.OTEL_TRACES_SAMPLER;
+}
+
+/** A URL without its user, password, query and fragment (what a start line may show of an endpoint). */
+export function withoutCredentials(url: string): string {
+  const u = new URL(url);
+  u.username = "";
+  u.password = "";
+  u.search = "";
+  u.hash = "";
+  return u.toString();
+}
+
+/**
+ * Telemetry's start line (startTelemetry's `startLine`) for `env` and, where spans are exported,
+ * the export's URL, protocol and compression.
+ */
+export function startLineOf(
+  env: TelemetryEnv,
+  to: { url: string; protocol: string; compression: string } | undefined,
+): Telemetry["startLine"] {
+  if (!to) {
+    const why = env.OTEL_SDK_DISABLED ? "OTEL_SDK_DISABLED" : "no OTEL_EXPORTER_OTLP_ENDPOINT";
+    return {
+      fields: { tracing: "off", sampler: "always_off" },
+      msg: `tracing off (${why}): nothing exported, trace ids kept`,
+    };
+  }
+  const endpoint = withoutCredentials(to.url);
+  const sampler = samplerName(env);
+  return {
+    fields: { tracing: "on", endpoint, protocol: to.protocol, compression: to.compression, sampler },
+    msg: `tracing on: exporting to ${endpoint} (${to.protocol}, compression ${to.compression}), sampler ${sampler}`,
+  };
 }
 
 let botdirTracer: Tracer | undefined;
@@ -205,6 +286,89 @@ function activeSpan(): Span | undefined {
  */
 let idsOnly = false;
 const idGenerator = new RandomIdGenerator();
+/**
+ * The trace id unsampledTraceId decided a request's new trace to be recorded under: the SDK's next
+ * new trace (the request's server span, started right after) takes it, so that the SDK's sampler
+ * decides on the same id (and so the same way) and the trace is the one that decision was for.
+ */
+let decidedTraceId: string | undefined;
+/** The provider's ids: idGenerator's, but a new trace takes decidedTraceId when one is set. */
+const sdkIds: IdGenerator = {
+  generateTraceId: () => {
+    const id = decidedTraceId ?? idGenerator.generateTraceId();
+    decidedTraceId = undefined;
+    return id;
+  },
+  generateSpanId: () => idGenerator.generateSpanId(),
+};
+
+/**
+ * Whether the registered provider's sampler records a span under a parent (its ids) or, without
+ * one, a span starting the trace `traceId`: the decision of samplerOf's samplers, taken without a
+ * context, a span or the sampler's arguments, so that work the sampler would not record is not
+ * started in the SDK at all (no span, no context: as with tracing off).
+ */
+let records: (parent: SpanContext | undefined, traceId: string) => boolean = () => false;
+
+function recordingDecision(env: TelemetryEnv, on: boolean): typeof records {
+  if (!on) return () => false;
+  const ratio = new TraceIdRatioBasedSampler(env.OTEL_TRACES_SAMPLER_ARG);
+  const byRatio = (traceId: string) =>
+    ratio.shouldSample(ROOT_CONTEXT, traceId).decision === SamplingDecision.RECORD_AND_SAMPLED;
+  const sampledParent = (parent: SpanContext) => (parent.traceFlags & TraceFlags.SAMPLED) !== 0;
+  switch (env.OTEL_TRACES_SAMPLER) {
+    case "always_on":
+      return () => true;
+    case "always_off":
+      return () => false;
+    case "traceidratio":
+      return (_parent, traceId) => byRatio(traceId);
+    case "parentbased_always_on":
+      return (parent) => (parent ? sampledParent(parent) : true);
+    case "parentbased_always_off":
+      return (parent) => (parent ? sampledParent(parent) : false);
+    case "parentbased_traceidratio":
+      return (parent, traceId) => (parent ? sampledParent(parent) : byRatio(traceId));
+  }
+}
+
+/**
+ * Whether work continuing a stored `traceparent` (a job's, a delivery's) is recorded: spans are
+ * exported and the sampler records under that parent (a parent-based one: when its flag says
+ * sampled). Where it is not, the work makes no span and enters no context (as with tracing off) and
+ * takes its trace id from the `traceparent` itself.
+ */
+export function recordedUnder(traceparent: string | null | undefined): boolean {
+  if (!exporting) return false;
+  const parent = spanContextOf(traceparent);
+  return parent ? records(parent, parent.traceId) : records(undefined, idGenerator.generateTraceId());
+}
+
+/**
+ * The trace id of a request's server span where spans are exported but the sampler does not record
+ * it (undefined where it does, or where nothing is exported): the caller's (`continued`, a
+ * `traceparent` when valid), else a new trace's, drawn here as the sampler decides on it. Such a
+ * request then runs as with tracing off: no span object, no context, its span's ids made when read
+ * (unrecordedServerIds). Where it is recorded, call startSpan for the server span next: a new trace
+ * then takes the id decided here.
+ */
+export function unsampledTraceId(continued: string | string[] | undefined): string | undefined {
+  if (!exporting) return undefined;
+  const parent = continued === undefined ? undefined : parentIdsOf(continued);
+  const traceId = parent ? parent.traceId : idGenerator.generateTraceId();
+  if (!records(parent, traceId)) return traceId;
+  // Recorded: the server span started next (startSpan, in the SDK) is of this trace.
+  if (!parent) decidedTraceId = traceId;
+  return undefined;
+}
+
+/** A request's `traceparent` header's ids (read as the W3C propagator reads it), when valid. */
+function parentIdsOf(traceparent: string | string[]): SpanContext | undefined {
+  return (
+    (typeof traceparent === "string" ? spanContextOf(traceparent) : undefined) ??
+    trace.getSpanContext(propagation.extract(ROOT_CONTEXT, { traceparent }))
+  );
+}
 
 /** Whether spans are exported: links and the like are worth computing only then. */
 export function tracesExported(): boolean {
@@ -270,9 +434,10 @@ export function inSpan<T>(name: string, start: SpanStart, fn: (span: Span) => Pr
       }
     }
   }
-  if (idsOnly && !current && start.root !== true && start.needsTrace !== true) {
-    // Nothing is recorded and nothing reads a trace: no span, no context (where nothing is
-    // exported a request runs in no context, docs/performance.md "What tracing costs").
+  if ((idsOnly || exporting) && !current && start.root !== true && start.needsTrace !== true) {
+    // Outside any span (nothing exported, or a request or job the sampler does not record: such
+    // work runs in no context, docs/performance.md "What tracing costs") and nothing reads a
+    // trace: no span, no context.
     try {
       return fn(NO_SPAN);
     } catch (error) {
@@ -313,14 +478,16 @@ export function startSpan(name: string, options: SpanOptions, parent: Context): 
  * `traceparent` when it has a valid one (read as the W3C propagator reads it), else of a new trace.
  * Undefined in a process without startTelemetry, whose spans have no ids.
  */
-export function unrecordedServerIds(traceparent: string | string[] | undefined): SpanContext | undefined {
+export function unrecordedServerIds(
+  traceparent: string | string[] | undefined,
+  unsampled?: string,
+): SpanContext | undefined {
+  // A request the sampler does not record (unsampledTraceId): its trace id is decided already.
+  if (unsampled !== undefined) {
+    return { traceId: unsampled, spanId: idGenerator.generateSpanId(), traceFlags: TraceFlags.NONE };
+  }
   if (!idsOnly) return undefined;
-  const parent =
-    traceparent === undefined
-      ? undefined
-      : ((typeof traceparent === "string" ? spanContextOf(traceparent) : undefined) ??
-        trace.getSpanContext(propagation.extract(ROOT_CONTEXT, { traceparent })));
-  return unrecordedChildOf(parent);
+  return unrecordedChildOf(traceparent === undefined ? undefined : parentIdsOf(traceparent));
 }
 
 /** The ids of a span that is not recorded: in the trace of `parent`'s ids when valid, else a new trace. */
@@ -373,13 +540,13 @@ const NO_SPAN: Span = trace.wrapSpanContext({
 });
 
 /**
- * Runs `fn` in `ctx` (a request's context, kept by requestContext) unless spans are exported: the
- * request then runs in it already. For the work of a request that reads its trace (a test event's
- * X-Webhook-Trace, a redelivery's new series) where nothing is exported and no context is entered
- * per request.
+ * Runs `fn` in `ctx` (a request's context, requestTrace) unless the request runs in it already (a
+ * request whose server span is recorded). For the work of a request that reads its trace (a test
+ * event's X-Webhook-Trace, a redelivery's new series) where no context is entered per request:
+ * nothing is exported, or the sampler does not record the request.
  */
 export function inContext<T>(ctx: Context | undefined, fn: () => T): T {
-  if (!ctx || exporting) return fn();
+  if (!ctx || contexts.active() === ctx) return fn();
   return contexts.with(ctx, fn);
 }
 
@@ -411,12 +578,12 @@ const INVALID_TRACE = "00000000000000000000000000000000";
 const INVALID_SPAN = "0000000000000000";
 
 /**
- * `trace_id` of a stored `traceparent`, for a log line written outside any span where nothing is
- * exported (the dispatcher then makes no span for a delivery); nothing where spans are exported
- * (the line is inside a span: the mixin adds its ids) or without a valid `traceparent`.
+ * `trace_id` of a stored `traceparent`, for a log line written outside any recorded span (the
+ * dispatcher makes no span for a delivery where nothing is exported or the sampler does not record
+ * it); nothing inside a recorded span (the mixin adds its ids) or without a valid `traceparent`.
  */
 export function storedTraceLogFields(traceparent: string | null | undefined): Record<string, string> {
-  if (exporting) return {};
+  if (exporting && activeSpan()?.isRecording()) return {};
   const traceId = traceIdOf(traceparent);
   return traceId ? { trace_id: traceId } : {};
 }
@@ -431,6 +598,11 @@ export function traceparentOf(spanContext: SpanContext | undefined): string | nu
 /** The `traceparent` of the active span (or null). */
 export function activeTraceparent(): string | null {
   return traceparentOf(activeSpan()?.spanContext());
+}
+
+/** Whether the active span is recorded (work inside a span the sampler records, spans exported). */
+export function activeSpanRecorded(): boolean {
+  return activeSpan()?.isRecording() === true;
 }
 
 /** The trace id of the active span: 32 lowercase hex characters, or null without one. */

@@ -16,6 +16,7 @@ import {
   describeError,
   type Logger,
   type RedisClient,
+  recordedUnder,
   SpanKind,
   startSpan,
   traceparentOf,
@@ -83,7 +84,9 @@ function publishSpan(delivery: DeliveryHandOff): { delivery: DeliveryHandOff; en
   // Where nothing is exported the span would be ids only, leading nowhere: the job carries the
   // delivery's own context (its row's; none where the row keeps none: the dispatcher then takes the
   // trace the delivery id names, deliveryTraceparent).
-  if (!tracesExported()) return { delivery, end: noEnd };
+  // The same where the sampler does not record the delivery's trace.
+  const parent = delivery.traceparent ?? deliveryTraceparent(delivery.id);
+  if (!tracesExported() || !recordedUnder(parent)) return { delivery, end: noEnd };
   const span = startSpan(
     `${QUEUES.webhookDeliveries} publish`,
     {
@@ -97,7 +100,7 @@ function publishSpan(delivery: DeliveryHandOff): { delivery: DeliveryHandOff; en
         ...(delivery.botId ? { "botdir.bot_id": delivery.botId } : {}),
       },
     },
-    contextOf(delivery.traceparent ?? deliveryTraceparent(delivery.id)),
+    contextOf(parent),
   );
   const traceparent = traceparentOf(span.spanContext());
   return {
