@@ -232,7 +232,10 @@ function webhookOf(row: Pick<DeliveryRow, "webhook_url" | "webhook_secret_encryp
  */
 function claimedOrUnreadable(
   deliveryId: string,
-  row: Pick<DeliveryRow, "bot_id" | "user_id" | "voted_at" | "query" | "event" | "webhook_previous_secret_encrypted">,
+  row: Pick<
+    DeliveryRow,
+    "bot_id" | "user_id" | "voted_at" | "query" | "event" | "webhook_previous_secret_encrypted"
+  >,
   webhook: Webhook,
   attemptNumber: number,
   leaseUntil: Date,
