@@ -65,6 +65,8 @@ describe("limiter under a starved event loop", () => {
 
     expect(statuses.filter((s) => s === 200)).toHaveLength(LIMIT);
     expect(statuses.filter((s) => s === 429)).toHaveLength(REQUESTS - LIMIT);
+    // Neither failed open nor counted alone: Redis answered every decision.
     expect(await seriesValue(metrics, "botdir_rate_limit_fail_open_total")).toBe(0);
+    expect(await seriesValue(metrics, "botdir_rate_limit_local_fallback_total")).toBe(0);
   });
 });

@@ -111,7 +111,7 @@ describe("no secret in any log line", () => {
     const prefix = `{${t.prefix}bull}`;
 
     // vote-ingest (HTTP, hand-off, relay), the dispatcher (worker and listener), the API, and an
-    // API whose Redis is down (fail-open warnings).
+    // API whose Redis is down (the limiter's local-count warnings).
     const queue = createDeliveryQueue({ db: t.db, redis: t.redis, prefix, logger });
     t.beforeClose(async () => {
       await queue.queue.obliterate({ force: true }).catch(() => {});
@@ -234,12 +234,12 @@ describe("no secret in any log line", () => {
     );
 
     // The webhook really carried the secret, and the apps really logged (requests, the failed and
-    // the successful attempt, fail-open warnings).
+    // the successful attempt, the limiter's local-count warnings while Redis is away).
     expect(receiver.requests.map((r) => r.headers.authorization)).toEqual([secret, secret]);
     const text = lines.join("\n");
     expect(text).toContain("webhook attempt failed");
     expect(text).toContain("webhook delivered");
-    expect(text).toContain("rate_limit_fail_open");
+    expect(text).toContain("rate_limit_local_fallback");
     expect(lines.length).toBeGreaterThan(50);
 
     const stored = await t.db.prisma.bot.findUniqueOrThrow({ where: { id: botId } });
