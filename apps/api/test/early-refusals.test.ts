@@ -13,29 +13,13 @@ import request from "supertest";
 import { createEarlyRefusals, earlyRouteOf } from "../src/http/early-refusals.js";
 import { createApiMetrics } from "../src/metrics.js";
 import { createLimitNotes } from "../src/services/limit-notes.js";
-import { createTokenSet, type TokenSet } from "../src/services/token-set.js";
-import { CapturingLogger, checkVote, USER, useHarness } from "./support.js";
+import type { TokenSet } from "../src/services/token-set.js";
+import { CapturingLogger, checkVote, USER, useHarness, useTokenSets } from "./support.js";
 
 const { h } = useHarness();
-const sets: TokenSet[] = [];
-
-afterEach(async () => {
-  for (const set of sets.splice(0)) await set.stop();
-});
+const tokenSets = useTokenSets(h);
 
 const randomToken = () => randomBytes(32).toString("base64url");
-
-async function freshTokenSet(): Promise<TokenSet> {
-  const set = createTokenSet({
-    connect: () => h.t.db.connectDedicated(),
-    logger: h.logger,
-    reconnectDelayMs: 50,
-  });
-  sets.push(set);
-  set.start();
-  await set.whenFresh();
-  return set;
-}
 
 describe("which requests the early refusals may answer", () => {
   it("when a path is the canonical spelling of a token route with its method, then it is recognised with its route label and id", () => {
@@ -113,7 +97,7 @@ describe("a request listener in front of Express", () => {
 
   it("when a random token asks with a fresh set, then 401 is answered before Express with a request id, its log line and its metrics", async () => {
     const bot = await seedBot(h.t.db);
-    const s = await listen(await freshTokenSet());
+    const s = await listen(await tokenSets.fresh());
     const res = await fetch(`${s.base}/api/v1/bots/${bot.id}/check?userId=${USER}`, {
       headers: { authorization: `Bearer ${randomToken()}`, "x-request-id": "trace-1" },
     });
@@ -144,19 +128,16 @@ describe("a request listener in front of Express", () => {
 
   it("when the token is valid, or the set is not fresh, or there is none, then the request goes to Express", async () => {
     const bot = await seedBot(h.t.db);
-    const fresh = await listen(await freshTokenSet());
+    const fresh = await listen(await tokenSets.fresh());
     const known = await fetch(`${fresh.base}/api/v1/bots/${bot.id}/check?userId=${USER}`, {
       headers: { authorization: bot.token as string },
     });
     expect(await known.text()).toBe("express");
 
-    const stale = createTokenSet({
+    const stale = tokenSets.started({
       connect: () => Promise.reject(new Error("no database")),
-      logger: h.logger,
       reconnectDelayMs: 60_000,
     });
-    sets.push(stale);
-    stale.start();
     await new Promise<void>((resolve) => server?.close(() => resolve()));
     const notFresh = await listen(stale);
     const random = await fetch(`${notFresh.base}/api/v1/bots/${bot.id}/check`, {
@@ -171,7 +152,7 @@ describe("a request listener in front of Express", () => {
 
   it("when a noted token asks again within its window, then 429 with its headers, and another bot's id 404, both before Express", async () => {
     const bot = await seedBot(h.t.db);
-    const s = await listen(await freshTokenSet());
+    const s = await listen(await tokenSets.fresh());
     const token = bot.token as string;
     s.limitNotes.note("stats", hashToken(token), { botId: bot.id, limit: 60, resetMs: 30_500 });
     const limited = await fetch(`${s.base}/api/v1/bots/${bot.id}/stats`, {
@@ -201,7 +182,7 @@ describe("a request listener in front of Express", () => {
 describe("the whole app", () => {
   it("when any spelling of a route carries a random token, then the answer is the same 401 whether the early step or Express gave it, with no query", async () => {
     const bot = await seedBot(h.t.db);
-    const app = h.app({ tokens: await freshTokenSet() });
+    const app = h.app({ tokens: await tokenSets.fresh() });
     const queries = watchQueries(h.t.db.pool);
     try {
       const spellings = [
@@ -232,7 +213,7 @@ describe("the whole app", () => {
       await new Promise((resolve) => setImmediate(resolve));
       return logger.lines.filter((l) => l.msg === "request").map((l) => ({ ...l.obj, ms: 0 }));
     };
-    const early = await logged(await freshTokenSet());
+    const early = await logged(await tokenSets.fresh());
     const viaExpress = await logged(undefined);
     expect(early).toEqual(viaExpress);
     expect(early).toEqual([
@@ -243,7 +224,7 @@ describe("the whole app", () => {
   it("when a token over its limit is refused from its note, then the 429 is counted as a rate-limit rejection like Redis's", async () => {
     const bot = await seedBot(h.t.db);
     const metrics = createApiMetrics();
-    const app = h.app({ tokens: await freshTokenSet(), metrics, limits: { check: 1 } });
+    const app = h.app({ tokens: await tokenSets.fresh(), metrics, limits: { check: 1 } });
     const check = () => checkVote(app, bot);
     expect((await check()).status).toBe(200);
     expect((await check()).status).toBe(429); // Redis decides, the note is written

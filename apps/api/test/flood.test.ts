@@ -11,31 +11,17 @@ import { randomBotId, seedBot } from "@botdir/db/testing";
 import type { ApiDeps } from "../src/deps.js";
 import { OVERLOADED_MESSAGE } from "../src/http/flood-budget.js";
 import { createApiMetrics } from "../src/metrics.js";
-import { createTokenSet, type TokenSet } from "../src/services/token-set.js";
-import { USER, useHarness } from "./support.js";
+import { USER, useHarness, useTokenSets } from "./support.js";
 
 const { h } = useHarness();
-const sets: TokenSet[] = [];
+const tokenSets = useTokenSets(h);
 const servers: Server[] = [];
 
 afterEach(async () => {
   for (const server of servers.splice(0)) await new Promise((resolve) => server.close(resolve));
-  for (const set of sets.splice(0)) await set.stop();
 });
 
 const randomToken = () => randomBytes(32).toString("base64url");
-
-async function freshTokenSet(): Promise<TokenSet> {
-  const set = createTokenSet({
-    connect: () => h.t.db.connectDedicated(),
-    logger: h.logger,
-    reconnectDelayMs: 50,
-  });
-  sets.push(set);
-  set.start();
-  await set.whenFresh();
-  return set;
-}
 
 async function listen(deps: Partial<ApiDeps>): Promise<string> {
   const server = createServer(h.app(deps));
@@ -84,7 +70,7 @@ async function sampleValue(metrics: ReturnType<typeof createApiMetrics>, name: s
 describe("a flood of unknown tokens while the event loop starves", () => {
   it("when the loop lags past the threshold, then the unknown tokens get 503 with Retry-After and the spec's body, and a valid token's requests are all answered", async () => {
     const metrics = createApiMetrics();
-    const base = await listen({ tokens: await freshTokenSet(), metrics, flood: { lagThresholdMs: 50 } });
+    const base = await listen({ tokens: await tokenSets.fresh(), metrics, flood: { lagThresholdMs: 50 } });
     const bot = await seedBot(h.t.db);
     const check = `${base}/api/v1/bots/${bot.id}/check?userId=${USER}`;
 
@@ -113,7 +99,7 @@ describe("a flood of unknown tokens while the event loop starves", () => {
   });
 
   it("when the loop does not lag, then an unknown token gets its 401", async () => {
-    const base = await listen({ tokens: await freshTokenSet(), flood: { lagThresholdMs: 1_000 } });
+    const base = await listen({ tokens: await tokenSets.fresh(), flood: { lagThresholdMs: 1_000 } });
     const bot = await seedBot(h.t.db);
     const answer = await get(`${base}/api/v1/bots/${bot.id}/check?userId=${USER}`, randomToken());
     expect(answer.status).toBe(401);
@@ -122,7 +108,7 @@ describe("a flood of unknown tokens while the event loop starves", () => {
   it("when more unknown tokens wait for the barrier than the cap allows, then the rest are shed at once", async () => {
     const metrics = createApiMetrics();
     const base = await listen({
-      tokens: await freshTokenSet(),
+      tokens: await tokenSets.fresh(),
       metrics,
       flood: { lagThresholdMs: 60_000, maxPending: { unknown_token: 1 } },
     });

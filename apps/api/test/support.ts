@@ -16,6 +16,7 @@ import { Redis } from "ioredis";
 import request from "supertest";
 import { type ApiApp, createApp } from "../src/app.js";
 import type { ApiDeps } from "../src/deps.js";
+import { createTokenSet, type TokenSet, type TokenSetOptions } from "../src/services/token-set.js";
 
 export const USER = "987654321098765432";
 
@@ -180,3 +181,30 @@ export async function refuseBotUpdates(t: TestDatabase, botId: string): Promise<
 }
 
 export const cmd = (name: string, description = "Does a thing") => ({ name, description });
+
+/**
+ * Token sets for this file's tests, each stopped after its test: `fresh()` starts one on the
+ * harness's database and waits until it is fresh; `started(options)` starts one as given (a set
+ * that never gets fresh, say) without waiting.
+ */
+export function useTokenSets(h: Harness): {
+  fresh: () => Promise<TokenSet>;
+  started: (options: Omit<TokenSetOptions, "logger">) => TokenSet;
+} {
+  const sets: TokenSet[] = [];
+  afterEach(async () => {
+    for (const set of sets.splice(0)) await set.stop();
+  });
+  const started = (options: Omit<TokenSetOptions, "logger">) => {
+    const set = createTokenSet({ logger: h.logger, ...options });
+    sets.push(set);
+    set.start();
+    return set;
+  };
+  const fresh = async () => {
+    const set = started({ connect: () => h.t.db.connectDedicated(), reconnectDelayMs: 50 });
+    await set.whenFresh();
+    return set;
+  };
+  return { fresh, started };
+}
