@@ -34,6 +34,10 @@ try {
     `${JSON.stringify({ date, machine: { cores: cpus().length, node: appNodeVersion() }, recovery: r }, null, 1)}\n`,
   );
   out(`[bench] written to ${path.relative(ROOT, file)}`);
+  if (r.queued < r.votes) {
+    out(`[bench] the recovery queued ${r.queued} of the ${r.votes} seeded votes`);
+    process.exitCode = 1;
+  }
   if (r.recovered < r.votes) {
     out(`[bench] only ${r.recovered} of ${r.votes} recovered votes arrived`);
     process.exitCode = 1;

@@ -1,11 +1,14 @@
 /**
  * `recovery` (only with BENCH_ONLY=recovery): one bot's 100,000 undelivered votes (BENCH_RECOVERY_VOTES)
  * recovered while a quiet bot gets a vote every ~100 ms (docs/webhooks.md "Recovering undelivered
- * votes"). The loud bot's votes are seeded in the vote log within the last 10 hours, half with a
- * delivery that ended `failed`, half with none (cast while its webhook was disabled); its webhook
- * then points at the receiver. The quiet bot's votes are cast through vote-ingest at 10/s for
- * `beforeS` seconds (the baseline), then the recovery starts (the internal endpoint, as the edit
- * page calls it) and they go on until every recovered vote has arrived. One dispatcher, the
+ * votes"). The loud bot's votes are seeded in the vote log, spread evenly from 10 hours to 10 minutes
+ * ago whatever their number, half with a delivery that ended `failed`, half with none (cast while its
+ * webhook was disabled); its webhook then points at the receiver. Each seeded failure ends 3 hours
+ * after its vote but at the latest a minute before the seed: a recovery takes only failures that ended
+ * before it was requested (packages/db/src/recoveries.ts), so every seeded vote is one it queues.
+ * The quiet bot's votes are cast through vote-ingest at 10/s for `beforeS` seconds (the baseline),
+ * then the recovery starts (the internal endpoint, as the edit page calls it) and they go on until
+ * every recovered vote has arrived. One dispatcher, the
  * recovery driver's defaults (RECOVERY_BATCH, RECOVERY_INTERVAL_MS, RECOVERY_MAX_IN_FLIGHT).
  *
  * Reported: the quiet bot's vote → receipt latency p99 before and during the recovery (and their
@@ -21,6 +24,8 @@ import { botId, log, type Stack } from "../stack.js";
 
 export interface RecoveryResult {
   votes: number;
+  /** What the recovery queued (its final state's `queued`): every seeded vote, `votes`. */
+  queued: number;
   recovered: number;
   quietVotesPerSecond: number;
   quietP99BeforeMs: number;
@@ -83,7 +88,8 @@ export async function recovery(
   const seeded = Date.now();
   await db.query(
     `INSERT INTO vote_log (bot_id, user_id, voted_at)
-     SELECT $1, (8000000000000000000 + g)::text, now() - interval '10 hours' + g * interval '300 ms'
+     SELECT $1, (8000000000000000000 + g)::text,
+            now() - interval '10 hours' + (g - 1) * (interval '590 minutes' / $2::int)
        FROM generate_series(1, $2::int) g`,
     [loud, options.votes],
   );
@@ -92,7 +98,8 @@ export async function recovery(
             (id, bot_id, vote_id, state, attempts_made, next_attempt_at, handed_off_at, created_at,
              updated_at, completed_at)
      SELECT gen_random_uuid(), v.bot_id, v.id, 'failed', 5, v.voted_at, v.voted_at, v.voted_at,
-            v.voted_at + interval '3 hours', v.voted_at + interval '3 hours'
+            LEAST(v.voted_at + interval '3 hours', now() - interval '1 minute'),
+            LEAST(v.voted_at + interval '3 hours', now() - interval '1 minute')
        FROM vote_log v WHERE v.bot_id = $1 AND v.id % 2 = 0`,
     [loud],
   );
@@ -147,7 +154,7 @@ export async function recovery(
   const state = await fetch(
     `${stack.ingestUrl}/internal/v1/bots/${loud}/webhook/recoveries/${answer.recoveryId}`,
     { headers: { authorization: stack.internalKey } },
-  ).then((r) => r.json());
+  ).then((r) => r.json() as Promise<{ queued?: number }>);
   log(`recovery: final state ${JSON.stringify(state)}`);
 
   const spanS = (to.at - from.at) / 1000;
@@ -159,6 +166,7 @@ export async function recovery(
   const recoverSeconds = Math.round((last - from.at) / 100) / 10;
   const result: RecoveryResult = {
     votes: options.votes,
+    queued: state.queued ?? 0,
     recovered,
     quietVotesPerSecond: QUIET_RATE,
     quietP99BeforeMs: p99Before,
