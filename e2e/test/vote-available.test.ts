@@ -4,7 +4,8 @@
  * delivery id and `available_at` = voted_at + 12 h, within 10 s. Twelve hours are not waited for:
  * the test moves the window rows' remind_at (what the cast wrote: the window's end) to now, the
  * only state the scheduler reads. Two vote-ingest replicas schedule the same due reminders and each
- * is sent once; a webhook that dropped vote.available before the window ended gets none.
+ * is sent once; a webhook that dropped vote.available before the window ended gets none. The
+ * owner's delivery log names each attempt's event.
  */
 import { randomUserId } from "@botdir/db/testing";
 import { verify, verifyStandard } from "@botdir/signing";
@@ -82,6 +83,24 @@ describe("vote.available with real processes", () => {
       ["vote.create", "delivered"],
       ["vote.available", "delivered"],
     ]);
+
+    // The owner's delivery log, on the public API and on the edit page's, names each attempt's event.
+    const logs = [
+      await call(`${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries`, {
+        headers: { authorization: bot.token },
+      }),
+      await call(`${stack.ingest.base}/internal/v1/bots/${bot.id}/webhook/deliveries`, {
+        headers: { authorization: stack.keys.internalKey },
+      }),
+    ];
+    for (const log of logs) {
+      expect(log.status).toBe(200);
+      const { attempts } = log.body as { attempts: { deliveryId: string; event: string }[] };
+      expect(attempts.map((a) => [a.deliveryId, a.event])).toEqual([
+        [got!.headers["x-webhook-delivery"], "vote.available"],
+        [created!.headers["x-webhook-delivery"], "vote.create"],
+      ]);
+    }
   });
 
   it("when two vote-ingest replicas schedule the same due reminders, then each vote's vote.available arrives once", async () => {

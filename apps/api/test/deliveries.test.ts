@@ -29,6 +29,7 @@ async function seedDelivery(
   botId: string,
   state: "pending" | "delivered" | "failed",
   attempts: Attempt[],
+  event: "vote.create" | "vote.available" = "vote.create",
 ) {
   const base = new Date("2026-11-21T10:00:00.000Z").getTime();
   const vote = await db.prisma.vote.create({
@@ -41,6 +42,7 @@ async function seedDelivery(
       botId,
       voteId: vote.id,
       state,
+      event,
       attemptsMade: attempts.length,
       nextAttemptAt: new Date(base),
       handedOffAt: new Date(base),
@@ -97,6 +99,7 @@ describe("GET /api/v1/bots/{id}/webhook/deliveries", () => {
         attemptedAt: "2026-11-21T10:01:00.000Z",
         traceId: TRACE_ID,
         test: false,
+        event: "vote.create",
         recovered: false,
       },
       {
@@ -110,8 +113,47 @@ describe("GET /api/v1/bots/{id}/webhook/deliveries", () => {
         attemptedAt: "2026-11-21T10:00:00.000Z",
         traceId: TRACE_ID,
         test: false,
+        event: "vote.create",
         recovered: false,
       },
+    ]);
+  });
+
+  it("when a vote's vote.available was delivered and a test event was sent, then each entry names its event: vote.create, vote.available, null for the test", async () => {
+    const { id, auth } = await newBot();
+    const created = await seedDelivery(h.t.db, id, "delivered", [
+      { statusCode: 204, errorKind: null, minute: 0 },
+    ]);
+    const available = await seedDelivery(
+      h.t.db,
+      id,
+      "delivered",
+      [{ statusCode: 204, errorKind: null, minute: 1 }],
+      "vote.available",
+    );
+    const testId = randomUUID();
+    await h.t.db.prisma.testAttempt.create({
+      data: {
+        id: testId,
+        botId: id,
+        statusCode: 204,
+        delivered: true,
+        attemptedAt: new Date("2026-11-21T10:02:00.000Z"),
+      },
+    });
+    const res = await list(id, auth);
+    expect(res.status).toBe(200);
+    expect(DeliveryAttemptsResponse.strict().safeParse(res.body).success).toBe(true);
+    expect(
+      res.body.attempts.map((a: { deliveryId: string; test: boolean; event: string | null }) => [
+        a.deliveryId,
+        a.test,
+        a.event,
+      ]),
+    ).toEqual([
+      [testId, true, null],
+      [available, false, "vote.available"],
+      [created, false, "vote.create"],
     ]);
   });
 

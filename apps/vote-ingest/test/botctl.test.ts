@@ -200,6 +200,7 @@ describe("botctl webhook deliveries", () => {
     expect(attempts).toEqual(expectedList(seeded));
     expect(attempts[0]?.attemptedAt).toBe("2026-11-19T08:11:00.000Z");
     expect(attempts.map((a) => a.outcome)).toContain("failed");
+    expect(attempts[0]).toMatchObject({ event: "vote.available" });
   });
 
   it("when the bot has none, then prints an empty list", async () => {

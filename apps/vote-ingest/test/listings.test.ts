@@ -423,6 +423,7 @@ describe("GET /internal/v1/bots/:id/webhook/deliveries", () => {
       errorKind: null,
       outcome: "delivered",
       deliveryState: "delivered",
+      event: "vote.available",
     });
     expect(attempts[0]?.attemptedAt).toBe("2026-11-20T10:11:00.000Z");
     expect(attempts[1]).toMatchObject({
@@ -430,6 +431,7 @@ describe("GET /internal/v1/bots/:id/webhook/deliveries", () => {
       statusCode: 503,
       outcome: "failed",
       deliveryState: "pending",
+      event: "vote.create",
     });
     // The failed first attempt of a delivery that a retry delivered is listed as failed.
     expect(attempts[5]).toMatchObject({ attempt: 2, statusCode: 204, outcome: "delivered" });

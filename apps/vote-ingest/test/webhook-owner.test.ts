@@ -185,6 +185,7 @@ describe("test event", () => {
         // No provider is registered in this test: the trace its id names, as X-Webhook-Trace said.
         traceId: String(got.headers["webhook-id"]).replaceAll("-", ""),
         test: true,
+        event: null,
         recovered: false,
       },
     ]);

@@ -145,6 +145,7 @@ describe("BotDirClient against the real API", () => {
         series: 0,
         statusCode: 204,
         outcome: "delivered",
+        event: "vote.create",
       }),
     ]);
     expect(await sdk.redeliver(delivered.id)).toEqual({

@@ -30,6 +30,8 @@ export interface AttemptView {
   traceId: string | null;
   /** True for a test event (webhook.test, one attempt, no vote): its own table, no delivery. */
   test: boolean;
+  /** The event the delivery carries (webhook_deliveries.event); null for a test event, not recorded. */
+  event: "vote.create" | "vote.available" | null;
   /** True for an attempt of the series a recovery started (POST …/webhook/recover). */
   recovered: boolean;
 }
@@ -49,12 +51,13 @@ export async function listRecentAttempts(db: Db, botId: string): Promise<Attempt
     attempted_at: Date;
     trace_id: string | null;
     test: boolean;
+    event: "vote.create" | "vote.available" | null;
     recovered: boolean;
   }>({
     name: "db.recent_attempts",
     text: `SELECT * FROM (
        (SELECT a.delivery_id, a.attempt_number, a.series, a.status_code, a.error_kind, d.state,
-               a.attempted_at, a.trace_id, false AS test, a.id AS tie,
+               a.attempted_at, a.trace_id, false AS test, d.event, a.id AS tie,
                COALESCE(d.recovery_id IS NOT NULL AND a.series = d.recovery_series, false) AS recovered
           FROM webhook_attempts a
           JOIN webhook_deliveries d ON d.id = a.delivery_id
@@ -64,7 +67,7 @@ export async function listRecentAttempts(db: Db, botId: string): Promise<Attempt
        UNION ALL
        (SELECT t.id, 1, 0, t.status_code, t.error_kind,
                (CASE WHEN t.delivered THEN 'delivered' ELSE 'failed' END)::delivery_state,
-               t.attempted_at, t.trace_id, true, 0, false
+               t.attempted_at, t.trace_id, true, NULL::text, 0, false
           FROM webhook_test_attempts t
          WHERE t.bot_id = $1
          ORDER BY t.attempted_at DESC
@@ -86,6 +89,7 @@ export async function listRecentAttempts(db: Db, botId: string): Promise<Attempt
     attemptedAt: toIso(row.attempted_at),
     traceId: row.trace_id,
     test: row.test,
+    event: row.event,
     recovered: row.recovered,
   }));
 }

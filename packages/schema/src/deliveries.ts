@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { ApiError } from "./errors.js";
+import { WebhookEventName } from "./webhook.js";
 
 /** The edit page and the public API list the last ten attempts. */
 export const DELIVERY_ATTEMPTS_SHOWN = 10;
@@ -51,6 +52,10 @@ export const DeliveryAttempt = z.object({
   test: z.boolean().meta({
     description:
       "True for a test event (webhook.test): deliveryId is the test's webhook-id, attempt 1, series 0, deliveryState its outcome.",
+  }),
+  event: WebhookEventName.nullable().meta({
+    description:
+      "The event the delivery carries (X-Webhook-Event): vote.create (a vote was cast) or vote.available (its 12-hour window ended). null for a test event (test true), whose kind is not recorded.",
   }),
   recovered: z.boolean().meta({
     description: "True for an attempt of the series a recovery (POST …/webhook/recover) started.",

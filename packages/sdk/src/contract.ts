@@ -35,8 +35,14 @@ export type VoteCheckResult = VoteCheckResultShape;
 export type Vote = VotesResponse["votes"][number];
 /** A page of `GET /votes?since=&cursor=`, oldest first; `nextCursor` is absent on the last page. */
 export type VotesPage = VotesPageShape;
-/** One webhook delivery attempt, as the bot's edit page lists it. */
-export type DeliveryAttempt = DeliveryAttemptShape;
+/**
+ * One webhook delivery attempt, as the bot's edit page lists it. `event` is the event its delivery
+ * carries (`vote.create` or `vote.available`; `null` for a test event); optional, since a server
+ * that does not send it answers without it.
+ */
+export type DeliveryAttempt = Omit<DeliveryAttemptShape, "event"> & {
+  event?: DeliveryAttemptShape["event"];
+};
 /**
  * Answer of `redeliver`: the series just started. `series` is `null` when the answer of the attempt
  * that started it was lost (a timeout or 5xx) and the client's retry was told the delivery is

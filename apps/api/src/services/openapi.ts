@@ -320,7 +320,7 @@ function buildPaths(): JsonObject {
   const deliveries = operation({
     summary: "List webhook delivery attempts",
     description:
-      "The bot's last ten webhook delivery attempts, newest first, across its deliveries: each with its own `outcome` (`delivered` on a 2xx, else `failed`) beside its delivery's `deliveryState` now (`pending`, `delivered`, `failed`), and the `series` it belongs to (0, or n after the nth redelivery), and the `traceId` its request carried as `X-Webhook-Trace`.",
+      "The bot's last ten webhook delivery attempts, newest first, across its deliveries: each with its own `outcome` (`delivered` on a 2xx, else `failed`) beside its delivery's `deliveryState` now (`pending`, `delivered`, `failed`), the `series` it belongs to (0, or n after the nth redelivery), the `traceId` its request carried as `X-Webhook-Trace`, and the `event` its delivery carries (`vote.create` or `vote.available`; null for a test event).",
     endpoint: "deliveries",
     withId: true,
     response: "DeliveryAttemptsResponse",
@@ -339,6 +339,7 @@ function buildPaths(): JsonObject {
             attemptedAt: "2026-11-21T09:16:31.002Z",
             traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
             test: false,
+            event: "vote.create",
             recovered: false,
           },
           {
@@ -352,6 +353,7 @@ function buildPaths(): JsonObject {
             attemptedAt: "2026-11-21T09:15:30.912Z",
             traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
             test: false,
+            event: "vote.create",
             recovered: false,
           },
         ],

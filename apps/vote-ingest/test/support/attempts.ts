@@ -16,6 +16,8 @@ export interface SeedAttempt {
 export interface SeedDelivery {
   state: "pending" | "delivered" | "failed";
   attempts: SeedAttempt[];
+  /** The event the delivery carries; vote.create when not given. */
+  event?: "vote.create" | "vote.available";
 }
 
 export interface SeededAttempt {
@@ -24,6 +26,7 @@ export interface SeededAttempt {
   statusCode: number | null;
   errorKind: string | null;
   state: "pending" | "delivered" | "failed";
+  event: "vote.create" | "vote.available";
   attemptedAt: Date;
 }
 
@@ -46,6 +49,7 @@ export async function seedDeliveries(
         botId,
         voteId: vote.id,
         state: d.state,
+        event: d.event ?? "vote.create",
         attemptsMade: d.attempts.length,
         nextAttemptAt: base,
       },
@@ -70,6 +74,7 @@ export async function seedDeliveries(
         statusCode: a.statusCode,
         errorKind: a.errorKind,
         state: d.state,
+        event: d.event ?? "vote.create",
         attemptedAt,
       });
     }
@@ -77,7 +82,10 @@ export async function seedDeliveries(
   return out;
 }
 
-/** Five failed attempts, two of a delivered one, four of a pending one, one delivered: 12 in all. */
+/**
+ * Five failed attempts, two of a delivered one, four of a pending one (all vote.create), and one
+ * delivered vote.available: 12 in all.
+ */
 export const TWELVE_ATTEMPTS: SeedDelivery[] = [
   {
     state: "failed",
@@ -105,7 +113,7 @@ export const TWELVE_ATTEMPTS: SeedDelivery[] = [
       { statusCode: 503, errorKind: "http_status", at: 10 },
     ],
   },
-  { state: "delivered", attempts: [{ statusCode: 200, errorKind: null, at: 11 }] },
+  { state: "delivered", event: "vote.available", attempts: [{ statusCode: 200, errorKind: null, at: 11 }] },
 ];
 
 /** What the service should list for seeded attempts: newest first, at most ten. */
@@ -125,6 +133,7 @@ export function expectedList(seeded: SeededAttempt[]) {
       // Seeded rows carry no trace (made without one, as before traces were kept).
       traceId: null,
       test: false,
+      event: a.event,
       recovered: false,
     }));
 }

@@ -4,8 +4,9 @@ Answers are plain dicts; these ``TypedDict`` classes describe them for type chec
 the OpenAPI document the API serves (``GET /api/v1/openapi.json``, components ``CommandsBody``,
 ``CommandsResponse``, ``StatsBody``, ``StatsResponse``, ``VoteCheckResult``, ``VotesPage``,
 ``DeliveryAttemptsResponse``, ``RedeliverResponse``, ``Error`` and ``WebhookPayload``); the
-package's end-to-end suite compares them with that document and fails when they drift. One field
-is wider than the document's: ``RedeliverResponse.series`` may be None (see there).
+package's end-to-end suite compares them with that document and fails when they drift. Two fields
+are wider than the document's: ``RedeliverResponse.series`` may be None, and
+``DeliveryAttempt.event`` may be absent (see there).
 """
 
 from __future__ import annotations
@@ -91,9 +92,7 @@ class VotesPage(_VotesPageRequired, total=False):
     nextCursor: str
 
 
-class DeliveryAttempt(TypedDict):
-    """One webhook delivery attempt, as the bot's edit page lists it."""
-
+class _DeliveryAttemptRequired(TypedDict):
     deliveryId: str
     attempt: int
     series: int
@@ -107,6 +106,14 @@ class DeliveryAttempt(TypedDict):
     test: bool
     recovered: bool
     """True for an attempt of the series a recovery (``recover``) started."""
+
+
+class DeliveryAttempt(_DeliveryAttemptRequired, total=False):
+    """One webhook delivery attempt, as the bot's edit page lists it."""
+
+    event: Optional[Literal["vote.create", "vote.available"]]
+    """The event its delivery carries; None for a test event. Absent when the server does not send it:
+    read it with ``attempt.get("event")``."""
 
 
 class DeliveryAttemptsResponse(TypedDict):

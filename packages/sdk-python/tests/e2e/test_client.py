@@ -176,12 +176,13 @@ async def test_webhook_deliveries_lists_a_delivery_and_redeliver_sends_it_again(
     delivered = stack.delivered(bot["id"])
     attempts = await client.call("webhook_deliveries")
     assert len(attempts) == 1
-    assert {k: attempts[0][k] for k in ("deliveryId", "attempt", "series", "statusCode", "outcome")} == {
+    assert {k: attempts[0].get(k) for k in ("deliveryId", "attempt", "series", "statusCode", "outcome", "event")} == {
         "deliveryId": delivered["id"],
         "attempt": 1,
         "series": 0,
         "statusCode": 204,
         "outcome": "delivered",
+        "event": "vote.create",
     }
     assert await client.call("redeliver", delivered["id"]) == {"deliveryId": delivered["id"], "state": "pending", "series": 1}
     wait_for(lambda: len(recorder.requests) == 2, "the redelivery")
