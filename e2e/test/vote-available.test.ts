@@ -78,7 +78,11 @@ describe("vote.available with real processes", () => {
     const [created] = ofEvent("/both", "vote.create");
     expect(got!.headers["x-webhook-delivery"]).not.toBe(created!.headers["x-webhook-delivery"]);
     expect(got!.headers["x-webhook-trace"]).toMatch(/^[0-9a-f]{32}$/);
-    const rows = await stack.deliveries(bot.id);
+    // The receiver has the request a moment before the dispatcher records its outcome.
+    const rows = await waitFor(async () => {
+      const found = await stack.deliveries(bot.id);
+      return found.length === 2 && found.every((r) => r.state !== "pending") ? found : null;
+    }, "both deliveries to end");
     expect(rows.map((r) => [r.event, r.state])).toEqual([
       ["vote.create", "delivered"],
       ["vote.available", "delivered"],
