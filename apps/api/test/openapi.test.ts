@@ -87,6 +87,41 @@ describe("GET /api/v1/openapi.json", () => {
     }
   });
 
+  it("documents the flood budget's 503 with Retry-After on the routes that shed (the early-refused token routes and the badge)", async () => {
+    const doc = (await request(app).get("/api/v1/openapi.json")).body as {
+      paths: Record<
+        string,
+        Record<string, { responses: Record<string, { headers?: object; content?: Record<string, unknown> }> }>
+      >;
+    };
+    const shedding = [
+      "get /api/v1/bots/{id}/check",
+      "get /api/v1/bots/check",
+      "get /api/v1/bots/{id}/votes",
+      "get /api/v1/bots/votes",
+      "post /api/v1/bots/{id}/stats",
+      "post /api/v1/bots/stats",
+      "put /api/v1/bots/{id}/commands",
+      "post /api/v1/bots/{id}/commands",
+      "get /widget/{id}.svg",
+    ];
+    for (const where of shedding) {
+      const [method, path] = where.split(" ") as [string, string];
+      const shed = doc.paths[path]?.[method]?.responses["503"];
+      expect([where, Object.keys(shed?.headers ?? {}), Object.keys(shed?.content ?? {})]).toEqual([
+        where,
+        expect.arrayContaining(["Retry-After"]),
+        expect.arrayContaining(["application/json"]),
+      ]);
+    }
+    // The badge's other 503: the "unavailable" badge itself.
+    expect(Object.keys(doc.paths["/widget/{id}.svg"]?.get?.responses["503"]?.content ?? {})).toContain(
+      "image/svg+xml",
+    );
+    // Routes that never shed document no 503.
+    expect(doc.paths["/api/v1/bots/{id}/webhook/deliveries"]?.get?.responses["503"]).toBeUndefined();
+  });
+
   it("resolves every $ref to a component schema", async () => {
     const doc = (await request(app).get("/api/v1/openapi.json")).body;
     const refs = JSON.stringify(doc).match(/"\$ref":"[^"]+"/g) ?? [];

@@ -102,6 +102,14 @@ export const SecretRotatedResponse = z.object({
 
 export const WebhookState = z.enum(["active", "disabled"]);
 
+/** The optional body of POST …/webhook/enable: recover the votes since then as well. */
+export const EnableWebhookBody = z.object({
+  recoverSince: z.string().optional().meta({
+    description:
+      "Also recover the votes cast since then (as POST …/webhook/recover with this since and no until): an ISO 8601 date-time with a time zone within the recovery window. Other fields are ignored.",
+  }),
+});
+
 /** Answer of re-enabling the webhook. */
 export const WebhookEnabledResponse = z.object({
   id: BotId,

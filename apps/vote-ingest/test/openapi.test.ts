@@ -22,7 +22,7 @@ let ajv: Ajv2020;
 
 interface OpenApiResponse {
   description: string;
-  headers?: Record<string, { schema: { const?: string } }>;
+  headers?: Record<string, { required?: boolean; schema: { const?: string; enum?: string[] } }>;
   content?: Record<string, { schema: object }>;
 }
 interface OpenApiOperation {
@@ -98,7 +98,8 @@ const observed = new Map<string, Set<string>>();
 
 /**
  * The response is documented for that operation and status, and its body validates against the
- * documented schema of its media type; documented constant headers have their value.
+ * documented schema of its media type; documented constant headers have their value, and a
+ * documented header with listed values (X-Botdir-Conflict) is sent with one of them.
  */
 function expectDocumented(operation: string, res: request.Response): void {
   const [method, path] = operation.split(" ") as [string, string];
@@ -126,6 +127,14 @@ function expectDocumented(operation: string, res: request.Response): void {
   }
   for (const [name, header] of Object.entries(documented.headers ?? {})) {
     if (header.schema.const !== undefined) expect(res.headers[name.toLowerCase()]).toBe(header.schema.const);
+    if (header.schema.enum !== undefined) {
+      expect([operation, status, name, header.schema.enum]).toEqual([
+        operation,
+        status,
+        name,
+        expect.arrayContaining([res.headers[name.toLowerCase()]]),
+      ]);
+    }
   }
 }
 
@@ -160,6 +169,36 @@ describe("GET /internal/v1/openapi.json", () => {
     );
     expect(served.length).toBe(18);
     expect(operationKeys()).toEqual(served);
+  });
+
+  it("documents the X-Botdir-Conflict header, required, with its causes, on every 409", () => {
+    const conflicts = Object.entries(doc.paths).flatMap(([path, item]) =>
+      Object.entries(item)
+        .filter(([, op]) => op.responses["409"] !== undefined)
+        .map(
+          ([method, op]) =>
+            [`${method} ${path}`, op.responses["409"]?.headers?.["X-Botdir-Conflict"]] as const,
+        ),
+    );
+    expect(conflicts.length).toBeGreaterThanOrEqual(8);
+    for (const [where, header] of conflicts) {
+      expect([where, header?.required, header?.schema.enum?.length]).toEqual([
+        where,
+        true,
+        expect.any(Number),
+      ]);
+    }
+    const causes = Object.fromEntries(conflicts.map(([where, header]) => [where, header?.schema.enum]));
+    expect(causes["post /internal/v1/bots/{id}/webhook/recover"]).toEqual([
+      "webhook_disabled",
+      "no_webhook",
+      "recovery_running",
+    ]);
+    expect(causes["post /internal/v1/bots/{id}/webhook/enable"]).toEqual([
+      "no_webhook",
+      "recovery_running",
+      "webhook_disabled",
+    ]);
   });
 
   it("resolves every $ref to a component schema", () => {
@@ -441,7 +480,36 @@ describe("each documented response schema validates a real response", () => {
       .set("Authorization", KEY)
       .send({ since: "2026-11-20T06:00:00Z" });
     expect(overlapping.status).toBe(409);
+    expect(overlapping.headers["x-botdir-conflict"]).toBe("recovery_running");
     expectDocumented(op, overlapping);
+    await t.db.prisma.bot.update({ where: { id: bot.id }, data: { webhookDisabledAt: clock.now() } });
+    const disabled = await request(app)
+      .post(url)
+      .set("Authorization", KEY)
+      .send({ since: "2026-11-20T00:00:00Z" });
+    expect([disabled.status, disabled.headers["x-botdir-conflict"]]).toEqual([409, "webhook_disabled"]);
+    expectDocumented(op, disabled);
+    // Enabling with a recoverSince over the running recovery's window: enabled, the recovery refused.
+    const enable = "POST /internal/v1/bots/{id}/webhook/enable";
+    const refusedWindow = await request(app)
+      .post(`/internal/v1/bots/${bot.id}/webhook/enable`)
+      .set("Authorization", KEY)
+      .send({ recoverSince: "2026-01-01T00:00:00Z" });
+    expect(refusedWindow.status).toBe(400);
+    expectDocumented(enable, refusedWindow);
+    expect(
+      (await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt,
+    ).not.toBeNull();
+    const enabledOverlapping = await request(app)
+      .post(`/internal/v1/bots/${bot.id}/webhook/enable`)
+      .set("Authorization", KEY)
+      .send({ recoverSince: "2026-11-20T06:00:00Z" });
+    expect([enabledOverlapping.status, enabledOverlapping.headers["x-botdir-conflict"]]).toEqual([
+      409,
+      "recovery_running",
+    ]);
+    expectDocumented(enable, enabledOverlapping);
+    expect((await t.db.prisma.bot.findUniqueOrThrow({ where: { id: bot.id } })).webhookDisabledAt).toBeNull();
     const bad = await request(app)
       .post(url)
       .set("Authorization", KEY)

@@ -173,6 +173,8 @@ beforeAll(async () => {
       user_id: [randomUserId(), randomUserId()],
       deliveryId: [...ingestDeliveries, randomUUID()],
       url: [hook, "https://hooks.example.com/votes", "https://127.0.0.1/x"],
+      // enable's optional recoverSince: a time a recovery takes (an hour ago), and one it refuses.
+      recoverSince: [new Date(Date.now() - 3_600_000).toISOString(), "2026-01-01T00:00:00Z"],
     },
     security: { internalKey: credential(KEY, ["", "Bearer "]) },
   } satisfies FuzzHints);

@@ -13,6 +13,7 @@ import {
   conflictResponse,
   DELIVERY_MESSAGES,
   DeliveryAttemptsResponse,
+  ERROR_COMPONENT,
   ErrorBody,
   errorResponse,
   HealthBody,
@@ -45,6 +46,9 @@ import {
   WEBHOOK_USER_AGENT,
   WebhookPayload,
 } from "@botdir/schema";
+import { SERVER_ERROR_RETRY_AFTER_SECONDS } from "@botdir/service-kit";
+import { OVERLOADED_MESSAGE } from "../http/flood-budget.js";
+import { WIDGET_ERROR_CACHE_SECONDS, WIDGET_QUERY_TIMEOUT_MS } from "../routes/widget.js";
 import { DEFAULT_LIMITS, type LimitedEndpoint, WINDOW_SECONDS } from "./ratelimit.js";
 import { CURSOR_MESSAGES, encodeVoteCursor } from "./vote-cursor.js";
 
@@ -77,6 +81,14 @@ const ERROR_EXAMPLES: Record<number, JsonObject> = {
   413: { error: MESSAGES.bodyTooLarge },
   429: { error: MESSAGES.rateLimited, retryAfter: 42 },
   500: { error: MESSAGES.internal },
+  503: { error: OVERLOADED_MESSAGE },
+};
+
+const retryAfter = {
+  "Retry-After": {
+    description: `Seconds to wait before retrying (${SERVER_ERROR_RETRY_AFTER_SECONDS} on every 5xx).`,
+    schema: { type: "integer" },
+  },
 };
 
 function authenticatedErrors(statuses: number[]): JsonObject {
@@ -96,6 +108,10 @@ function authenticatedErrors(statuses: number[]): JsonObject {
     500: errorResponse(
       "The request was valid but could not be completed (e.g. PostgreSQL unreachable); retry after `Retry-After` seconds, with backoff.",
       { "Retry-After": { schema: { type: "integer" } } },
+    ),
+    503: errorResponse(
+      "Shed by the flood budget, before any I/O: the token is one this API process's token set does not hold (unknown, or issued moments ago), whose 401 waits for PostgreSQL, and too many such requests are waiting already or the process is overloaded (its event loop lags). A token the set holds is never shed. Retry after `Retry-After` seconds.",
+      retryAfter,
     ),
   };
   return Object.fromEntries(
@@ -249,7 +265,7 @@ function buildPaths(): JsonObject {
     withId: true,
     body: "CommandsBody",
     response: "CommandsResponse",
-    errors: [400, 401, 404, 413, 429, 500],
+    errors: [400, 401, 404, 413, 429, 500, 503],
     examples: { request: { commands: EXAMPLE_COMMANDS }, response: { success: true, count: 2 } },
   });
   const commandsAlias = operation({
@@ -260,7 +276,7 @@ function buildPaths(): JsonObject {
     withId: true,
     body: "CommandsPostBody",
     response: "CommandsResponse",
-    errors: [400, 401, 404, 413, 429, 500],
+    errors: [400, 401, 404, 413, 429, 500, 503],
     examples: { request: EXAMPLE_COMMANDS, response: { success: true, count: 2 } },
   });
   const stats = withAlias({
@@ -270,7 +286,7 @@ function buildPaths(): JsonObject {
     endpoint: "stats",
     body: "StatsBody",
     response: "StatsResponse",
-    errors: [400, 401, 404, 413, 429, 500],
+    errors: [400, 401, 404, 413, 429, 500, 503],
     errorExamples: { 400: "server_count must be a number." },
     examples: { request: { server_count: 1482 }, response: { success: true, server_count: 1482 } },
   });
@@ -281,7 +297,7 @@ function buildPaths(): JsonObject {
     endpoint: "check",
     parameters: [userIdParam],
     response: "VoteCheckResult",
-    errors: [400, 401, 404, 429],
+    errors: [400, 401, 404, 429, 503],
     errorExamples: { 400: "userId is required." },
     examples: {
       response: {
@@ -298,7 +314,7 @@ function buildPaths(): JsonObject {
     endpoint: "votes",
     parameters: [limitParam, sinceParam, cursorParam],
     response: "VotesPage",
-    errors: [400, 401, 404, 429],
+    errors: [400, 401, 404, 429, 503],
     errorNotes: {
       400: "Only with `since` or `cursor`: `since` is not an ISO 8601 date-time with a time zone or lies outside the years 0001 to 9999 (UTC), the cursor is malformed, or it is another bot's.",
     },
@@ -474,6 +490,26 @@ function buildPaths(): JsonObject {
             description: "The badge.",
             headers: { "Cache-Control": { schema: { type: "string", const: "public, max-age=300" } } },
             content: { "image/svg+xml": { schema: { type: "string" } } },
+          },
+          "503": {
+            description: `Either the "unavailable" badge (SVG, \`Cache-Control: public, max-age=${WIDGET_ERROR_CACHE_SECONDS}\`) when the counts could not be read (PostgreSQL failed or did not answer within ${WIDGET_QUERY_TIMEOUT_MS / 1000} s), never the badge of an unlisted bot; or, for an id this process does not hold in memory while the flood budget's widget class is spent (too many such badges being read, or the process overloaded), the error body \`${OVERLOADED_MESSAGE}\` (JSON, \`Cache-Control: no-store\`), answered before any I/O.`,
+            headers: {
+              "Cache-Control": {
+                description: `\`public, max-age=${WIDGET_ERROR_CACHE_SECONDS}\` on the badge, \`no-store\` on the error body.`,
+                schema: {
+                  type: "string",
+                  enum: [`public, max-age=${WIDGET_ERROR_CACHE_SECONDS}`, "no-store"],
+                },
+              },
+              "Retry-After": {
+                ...retryAfter["Retry-After"],
+                description: "On the error body: seconds to wait before retrying.",
+              },
+            },
+            content: {
+              "image/svg+xml": { schema: { type: "string" } },
+              "application/json": { schema: ref(ERROR_COMPONENT), example: ERROR_EXAMPLES[503] },
+            },
           },
         },
       },

@@ -8,6 +8,8 @@ import {
   BotId,
   CastVoteBody,
   CastVoteResponse,
+  conflictHeaders,
+  conflictResponse,
   DELIVERY_MESSAGES,
   ErrorBody,
   errorResponse,
@@ -25,6 +27,7 @@ import {
 import {
   CreateBotBody,
   DeliveryAttemptsResponse,
+  EnableWebhookBody,
   Listing,
   BotSummary as ListingSummary,
   RecoverBody,
@@ -148,6 +151,7 @@ function buildPaths(): JsonObject {
           409: {
             description:
               "The user voted for this bot less than 12 hours ago; nothing was written. `nextVoteAt` is when the window reopens.",
+            headers: conflictHeaders("already_voted"),
             content: jsonContent(schemaRef("VoteConflict")),
           },
           413: "The body is larger than 4 kB: `The request body is too large.`",
@@ -165,7 +169,10 @@ function buildPaths(): JsonObject {
         success: [201, ok("Created.", "BotSummary")],
         errors: {
           400: "`id is required.`, `id must be a bot application id (17 to 19 digits).`, `The body has an unknown field: approved.`, `Invalid JSON body.` or `Content-Type must be application/json.`",
-          409: "`A bot with this id already exists.` The existing bot is not changed.",
+          409: conflictResponse(
+            "`A bot with this id already exists.` The existing bot is not changed.",
+            "bot_exists",
+          ),
           413: "The body is larger than 16 kB: `The request body is too large.`",
           500: COMMON[500]!,
         },
@@ -198,7 +205,10 @@ function buildPaths(): JsonObject {
         withId: true,
         success: [200, ok("The new token, shown once.", "TokenResponse", noStore)],
         errors: bodilessBotErrors({
-          409: "`The bot is not approved yet; only approved bots get a token.`",
+          409: conflictResponse(
+            "`The bot is not approved yet; only approved bots get a token.`",
+            "not_approved",
+          ),
         }),
       }),
     },
@@ -261,7 +271,11 @@ function buildPaths(): JsonObject {
         success: [202, ok("The new series has started.", "RedeliverResponse", noStore)],
         errors: bodilessBotErrors({
           404: `\`Bot not found.\`, or \`${DELIVERY_MESSAGES.notFound}\`: no delivery with this id for this bot (also another bot's delivery, or an id that is not a UUID).`,
-          409: `\`${DELIVERY_MESSAGES.pending}\` or \`${DELIVERY_MESSAGES.noWebhook}\``,
+          409: conflictResponse(
+            `\`${DELIVERY_MESSAGES.pending}\` or \`${DELIVERY_MESSAGES.noWebhook}\``,
+            "delivery_pending",
+            "no_webhook",
+          ),
         }),
       }),
     },
@@ -275,7 +289,12 @@ function buildPaths(): JsonObject {
         errors: {
           400: `${BAD_ID}, \`since is required.\`, \`since must be an ISO 8601 date-time with a time zone within the last ${RECOVERY_MAX_AGE_DAYS} days.\`, \`until must be after since.\`, an unknown field, \`Invalid JSON body.\`, or \`Content-Type must be application/json.\``,
           404: "`Bot not found.`",
-          409: `\`${RECOVERY_MESSAGES.disabled}\`, \`${RECOVERY_MESSAGES.noWebhook}\`, or \`Recovery <id> over an overlapping window is still running.\``,
+          409: conflictResponse(
+            `\`${RECOVERY_MESSAGES.disabled}\`, \`${RECOVERY_MESSAGES.noWebhook}\`, or \`Recovery <id> over an overlapping window is still running.\``,
+            "webhook_disabled",
+            "no_webhook",
+            "recovery_running",
+          ),
           413: "The body is larger than 16 kB: `The request body is too large.`",
           500: COMMON[500]!,
         },
@@ -308,7 +327,11 @@ function buildPaths(): JsonObject {
         withId: true,
         success: [200, ok("The new secret, shown once.", "SecretRotatedResponse", noStore)],
         errors: bodilessBotErrors({
-          409: "`The bot has no webhook URL configured.`",
+          409: conflictResponse(
+            "`The bot has no webhook URL configured.`, or `The webhook changed meanwhile; retry the rotation.` (another rotation or a new URL won the race).",
+            "no_webhook",
+            "webhook_changed",
+          ),
           503: "SECRET_ENCRYPTION_KEY is not configured on this service, so the secret cannot be stored.",
         }),
       }),
@@ -326,7 +349,7 @@ function buildPaths(): JsonObject {
         ],
         errors: bodilessBotErrors({
           400: `${BAD_ID}, \`event must be webhook.test, ${WEBHOOK_EVENTS.join(", ")}.\`, or \`The body must be a JSON object.\` ${STRAY_BODY}`,
-          409: "`The bot has no webhook URL configured.`",
+          409: conflictResponse("`The bot has no webhook URL configured.`", "no_webhook"),
           429: "More than 5 test events in the last minute: `retryAfter` seconds until the next is allowed.",
           503: "SECRET_ENCRYPTION_KEY is not configured on this service, so the secret cannot be read.",
         }),
@@ -338,8 +361,18 @@ function buildPaths(): JsonObject {
         description:
           'Re-enables a webhook the dispatcher disabled: as dead (every attempt failed for WEBHOOK_DISABLE_AFTER_MS across WEBHOOK_DISABLE_MIN_DELIVERIES deliveries) or gone (its receiver answered 410 Gone); an active webhook stays active. Failures before now no longer count. An optional body `{"recoverSince": <ISO time>}` also recovers the votes since then (as POST …/webhook/recover) and answers the recovery.',
         withId: true,
+        optionalBody: "EnableWebhookBody",
         success: [200, ok("The webhook is active.", "WebhookEnabledResponse")],
-        errors: bodilessBotErrors({ 409: "`The bot has no webhook URL configured.`" }),
+        errors: bodilessBotErrors({
+          400: `${BAD_ID}; with recoverSince, a window a recovery refuses, in its sentence (\`since must be an ISO 8601 date-time with a time zone within the last ${RECOVERY_MAX_AGE_DAYS} days.\`); nothing is changed. Unparsable JSON: \`Invalid JSON body.\``,
+          409: conflictResponse(
+            `\`The bot has no webhook URL configured.\` (nothing is changed); with recoverSince, once the webhook is enabled, a recovery that did not start: \`${RECOVERY_MESSAGES.noWebhook}\`, \`Recovery <id> over an overlapping window is still running.\`, or \`${RECOVERY_MESSAGES.disabled}\` (disabled again meanwhile)`,
+            "no_webhook",
+            "recovery_running",
+            "webhook_disabled",
+          ),
+          413: "A JSON body larger than 16 kB: `The request body is too large.`",
+        }),
       }),
     },
     "/internal/v1/openapi.json": {
@@ -412,6 +445,7 @@ export function buildOpenApi(): JsonObject {
       RecoveryResponse: [RecoveryResponse, "output"],
       SecretRotatedResponse: [SecretRotatedResponse, "output"],
       TestEventResponse: [TestEventResponse, "output"],
+      EnableWebhookBody: [EnableWebhookBody, "input"],
       WebhookEnabledResponse: [WebhookEnabledResponse, "output"],
       Listing: [Listing, "output"],
       Error: [ErrorBody, "output"],
