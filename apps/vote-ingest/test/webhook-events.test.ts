@@ -183,6 +183,30 @@ describe("a cast and its vote.available reminder", () => {
     expect(await deliveriesOf(removed)).toEqual([]);
   });
 
+  it("when a reminder falls due while the webhook is disabled, then it is dropped: no vote.available, not after re-enabling either; a vote cast while disabled gets no reminder", async () => {
+    const bot = await botWithWebhook(["vote.available"]);
+    const early = randomUserId();
+    await cast(bot, early);
+    await t.db.prisma.bot.update({
+      where: { id: bot },
+      data: { webhookDisabledAt: clock.now(), webhookDisabledReason: "gone" },
+    });
+    const late = randomUserId();
+    expect((await cast(bot, late)).status).toBe(201);
+    expect((await windowOf(bot, late)).remindAt).toBeNull();
+
+    clock.advance(WINDOW_MS);
+    await scheduler().tick();
+    expect((await windowOf(bot, early)).remindAt).toBeNull();
+    expect(
+      (await request(app).post(`/internal/v1/bots/${bot}/webhook/enable`).set("Authorization", INTERNAL_KEY))
+        .status,
+    ).toBe(200);
+    clock.advance(WINDOW_MS);
+    await scheduler().tick();
+    expect(await deliveriesOf(bot)).toEqual([]);
+  });
+
   it("when the user votes again after the window, then the new vote's window end replaces the reminder", async () => {
     const bot = await botWithWebhook(["vote.available"]);
     const user = randomUserId();
