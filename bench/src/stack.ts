@@ -270,7 +270,7 @@ export async function startStack(): Promise<Stack> {
     };
     // The apps and the floor run with the production image's Node flags (docker/Dockerfile
     // NODE_OPTIONS, read by appNodeArgs; BENCH_NODE_ARGS replaces them) under APP_NODE (BENCH_NODE).
-    // BENCH_PROFILE=api (or vote-ingest, webhook-dispatcher, api-traced, vote-ingest-traced) writes a V8 CPU profile of that app
+    // BENCH_PROFILE=api (or vote-ingest, webhook-dispatcher, api-traced, vote-ingest-traced, api-untraced, …) writes a V8 CPU profile of that app
     // to bench/results/profiles/ when it stops (open it in Chrome DevTools or speedscope).
     const nodeArgs = appNodeArgs();
     const profileArgs = (name: string) => [
@@ -397,10 +397,11 @@ export async function startStack(): Promise<Stack> {
     const sampledTracingEnv = {
       ...tracingEnv,
       OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
-      OTEL_TRACES_SAMPLER_ARG: "0.1",
+      // BENCH_SAMPLED_RATIO (default 0.1): 0 measures what exporting costs a request it does not sample.
+      OTEL_TRACES_SAMPLER_ARG: process.env.BENCH_SAMPLED_RATIO ?? "0.1",
     };
     const sampled = await startPair("sampled", entries, sampledTracingEnv, profileArgs);
-    const untraced = await startPair("untraced", entries, {}, () => nodeArgs);
+    const untraced = await startPair("untraced", entries, {}, profileArgs);
     // BENCH_BASE_APPS: another commit's API and vote-ingest, tracing off as `untraced`.
     const baseDir = process.env.BENCH_BASE_APPS;
     const base: AppPair | undefined = baseDir

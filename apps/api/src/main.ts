@@ -19,6 +19,8 @@ const telemetry = startTelemetry(env);
 const logger = pino(loggerOptions("api", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
 // One line: whether spans are exported, where to (no credentials) and with which sampler.
 logger.info(telemetry.startLine.fields, telemetry.startLine.msg);
+// Failed exports and dropped spans: a warning line at most once a minute of each kind.
+telemetry.reportProblems((fields, msg) => logger.warn(fields, msg));
 const connections = connectionsOf(env, logger);
 const db = createDb(connections.database);
 // Fail fast while Redis is down (the limiter counts locally) instead of queueing commands. No

@@ -18,7 +18,7 @@ export function traceLimiter(limiter: RateLimiter): RateLimiter {
   const span = <D extends { kind: string }>(endpoint: string, run: () => Promise<D>) =>
     inSpan(
       "redis.rate_limit",
-      { kind: SpanKind.CLIENT, attributes: { ...REDIS, "botdir.endpoint": endpoint } },
+      { kind: SpanKind.CLIENT, attributes: { ...REDIS, "botdir.endpoint": endpoint }, leaf: true },
       async (s) => {
         const decision = await run();
         s.setAttribute("botdir.rate_limit", decision.kind);
@@ -36,5 +36,5 @@ export function traceStatement<K, V>(operation: string, batched: Batched<K, V>):
   if (!tracesExported()) return batched;
   const name = `pg.${operation}`;
   const attributes = { ...POSTGRES, "db.operation.name": operation };
-  return (key) => inSpan(name, { kind: SpanKind.CLIENT, attributes }, () => batched(key));
+  return (key) => inSpan(name, { kind: SpanKind.CLIENT, attributes, leaf: true }, () => batched(key));
 }

@@ -108,7 +108,8 @@ export function createDeliverHandler(deps: DeliverDeps) {
     // Spans (docs/tracing.md): webhook.claim, the POST (client span) and webhook.record, children
     // of the job's consumer span. The claim and record statements are shared by the attempts of a
     // turn (createDeliveryStore batches them): each span is this attempt's wait for its statement.
-    // Where nothing is exported, a delivery runs in no context (one per delivery cost the drain
+    // They are leaves (`leaf`): no context is entered for them, so a line logged inside one (a
+    // record's retry) carries the consumer span's ids. Where nothing is exported, a delivery runs in no context (one per delivery cost the drain
     // ≈ 4 % of the dispatcher's CPU, docs/performance.md), so inSpan makes none of these spans: the
     // delivery's trace id, for X-Webhook-Trace and its log lines' `trace_id`, is the job's stored
     // one, or for a job that carries none the one the delivery id names (deliveryTraceId).
@@ -119,7 +120,7 @@ export function createDeliverHandler(deps: DeliverDeps) {
       tracesExported() && activeSpanRecorded() ? deps.logger : loggerWith(deps.logger, { trace_id: traceId });
     const claim = await inSpan(
       "webhook.claim",
-      { attributes: { "botdir.delivery_id": deliveryId } },
+      { attributes: { "botdir.delivery_id": deliveryId }, leaf: true },
       async (span) => {
         const claimed = await store.claim(deliveryId, {
           now: deps.clock.now(),
@@ -166,6 +167,7 @@ export function createDeliverHandler(deps: DeliverDeps) {
           "botdir.attempt": attemptNumber,
           "botdir.webhook_event": target.event,
         },
+        leaf: true,
       },
       async (span) => {
         // X-Webhook-Trace: the trace of this span (the delivery's), else the job's (no span made).
@@ -181,7 +183,7 @@ export function createDeliverHandler(deps: DeliverDeps) {
     const recordedAt = deps.clock.now();
     const recorded = await inSpan(
       "webhook.record",
-      { attributes: { "botdir.delivery_id": deliveryId } },
+      { attributes: { "botdir.delivery_id": deliveryId }, leaf: true },
       () =>
         recordDurably(
           {

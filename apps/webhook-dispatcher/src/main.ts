@@ -24,6 +24,8 @@ const telemetry = startTelemetry(env);
 const logger = pino(loggerOptions("webhook-dispatcher", env.LOG_LEVEL, { nodeEnv: env.NODE_ENV }));
 // One line: whether spans are exported, where to (no credentials) and with which sampler.
 logger.info(telemetry.startLine.fields, telemetry.startLine.msg);
+// Failed exports and dropped spans: a warning line at most once a minute of each kind.
+telemetry.reportProblems((fields, msg) => logger.warn(fields, msg));
 const connections = connectionsOf(env, logger);
 const db = createDb(connections.database);
 // BullMQ needs maxRetriesPerRequest: null on worker connections; auto-pipelining stays off so

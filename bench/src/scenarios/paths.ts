@@ -274,6 +274,19 @@ export async function hotPaths(
     // request differs by a few % from one start to the next (code layout, JIT), which more rounds
     // of the same processes cannot average out.
     const together = turns && process.env.BENCH_PAIR_TOGETHER === "1";
+    if (turns && !together) {
+      // Both builds warmed first (2 s each, not measured): a process's first seconds of a path run
+      // its code unoptimised, and one of the pair may have served the path in an earlier row.
+      for (const url of [spec.ours, floorUrl]) {
+        await load({
+          url,
+          method: spec.method,
+          durationS: 2,
+          connections: settings.connections,
+          request: spec.build,
+        });
+      }
+    }
     for (let i = 0; i < settings.rounds; i++) {
       if (together) {
         await Promise.all((spec.pair ?? []).map((pair) => pair.restart()));

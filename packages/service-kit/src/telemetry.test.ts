@@ -15,6 +15,7 @@ import {
 import {
   activeTraceId,
   contextOf,
+  exportTarget,
   inContext,
   inSpan,
   parseKeyValues,
@@ -362,6 +363,75 @@ describe("inSpan without a span of its own", () => {
     expect(seen.ids.spanId).toMatch(/^[0-9a-f]{16}$/);
     expect(seen.active).toBe(seen.ids.traceId);
     expect(seen.child).toBe(seen.ids.spanId);
+  });
+});
+
+describe("exportTarget", () => {
+  const base = {
+    OTEL_TRACES_SAMPLER: "always_on" as const,
+    OTEL_TRACES_SAMPLER_ARG: 1,
+    OTEL_SDK_DISABLED: false,
+    OTEL_SERVICE_NAME: "botdir-test",
+  };
+  it("when only the general variables are set, then /v1/traces is appended and their protocol, compression, headers and timeout hold", () => {
+    expect(
+      exportTarget({
+        ...base,
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/",
+        OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+        OTEL_EXPORTER_OTLP_COMPRESSION: "gzip",
+        OTEL_EXPORTER_OTLP_HEADERS: "x-key=a%20b",
+        OTEL_EXPORTER_OTLP_TIMEOUT: 2500,
+      }),
+    ).toEqual({
+      url: "http://collector:4318/v1/traces",
+      protocol: "http/json",
+      compression: "gzip",
+      headers: { "x-key": "a b" },
+      timeoutMs: 2500,
+    });
+  });
+
+  it("when the traces variables are set, then each wins over its general one and the traces endpoint is used as it is", () => {
+    expect(
+      exportTarget({
+        ...base,
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://traces.example/otlp/spans",
+        OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/protobuf",
+        OTEL_EXPORTER_OTLP_COMPRESSION: "none",
+        OTEL_EXPORTER_OTLP_TRACES_COMPRESSION: "gzip",
+        OTEL_EXPORTER_OTLP_HEADERS: "a=1",
+        OTEL_EXPORTER_OTLP_TRACES_HEADERS: "b=2",
+        OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: 700,
+      }),
+    ).toEqual({
+      url: "https://traces.example/otlp/spans",
+      protocol: "http/protobuf",
+      compression: "gzip",
+      headers: { b: "2" },
+      timeoutMs: 700,
+    });
+  });
+
+  it("when no endpoint is set or the SDK is disabled, then nothing is exported", () => {
+    expect(exportTarget(base)).toBeUndefined();
+    expect(
+      exportTarget({
+        ...base,
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
+        OTEL_SDK_DISABLED: true,
+      }),
+    ).toBeUndefined();
+  });
+
+  it("refuses a traces protocol or timeout that is not one, in one sentence", () => {
+    expect(
+      TelemetryEnvFields.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL.safeParse("grpc").error?.issues[0]?.message,
+    ).toMatch(/^must be http\/protobuf or http\/json/);
+    expect(TelemetryEnvFields.OTEL_EXPORTER_OTLP_TIMEOUT.safeParse("soon").success).toBe(false);
+    expect(TelemetryEnvFields.OTEL_EXPORTER_OTLP_TIMEOUT.parse("1500")).toBe(1500);
   });
 });
 

@@ -22,6 +22,7 @@ import {
   type Context,
   type ContextManager,
   context,
+  isSpanContextValid,
   type Link,
   propagation,
   ROOT_CONTEXT,
@@ -36,24 +37,8 @@ import {
 } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
-import { OTLPTraceExporter as OTLPJsonTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { OTLPTraceExporter as OTLPProtobufTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
-import { CompressionAlgorithm } from "@opentelemetry/otlp-exporter-base";
-import { defaultResource, resourceFromAttributes } from "@opentelemetry/resources";
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  BatchSpanProcessor,
-  type IdGenerator,
-  ParentBasedSampler,
-  RandomIdGenerator,
-  type Sampler,
-  SamplingDecision,
-  TraceIdRatioBasedSampler,
-  TracerProvider,
-} from "@opentelemetry/sdk-trace";
-import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
 import { z } from "zod";
+import { newSpanId, newTraceId, OtlpSpanExporter, RecordedSpan, ratioSampler } from "./spans.js";
 
 export type { Link };
 export { SpanKind };
@@ -94,26 +79,44 @@ const keyValues = (what: string) =>
     .string()
     .refine((v) => parseKeyValues(v) !== null, `must be ${what} as key=value pairs separated by commas`);
 
-/** The standard OpenTelemetry variables every app's env schema reads (service name: per app). */
+const PROTOCOL_ERROR =
+  "must be http/protobuf or http/json (grpc is not supported: use the collector's OTLP/HTTP port, 4318)";
+const endpointUrl = () =>
+  z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional();
+const compression = () => z.enum(["gzip", "none"], { error: "must be gzip or none" });
+const timeoutMs = () =>
+  z.coerce
+    .number({ error: "must be a number of milliseconds" })
+    .int("must be a whole number of milliseconds")
+    .min(1, "must be at least 1 millisecond")
+    .max(600_000, "must be at most 600000 milliseconds")
+    .optional();
+
+/**
+ * The standard OpenTelemetry variables every app's env schema reads (service name: per app). Each
+ * OTEL_EXPORTER_OTLP_TRACES_* variable, where set, wins over its general OTEL_EXPORTER_OTLP_* one
+ * (the OpenTelemetry specification's precedence; exportTarget).
+ */
 export const TelemetryEnvFields = {
-  /** OTLP/HTTP base URL (`/v1/traces` is appended); unset: nothing is exported. */
-  OTEL_EXPORTER_OTLP_ENDPOINT: z
-    .url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" })
-    .optional(),
+  /** OTLP/HTTP base URL (`/v1/traces` is appended); unset (and no traces endpoint): nothing is exported. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: endpointUrl(),
+  /** The traces endpoint, used as it is (nothing appended). */
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: endpointUrl(),
   /**
-   * The OTLP transport: `http/protobuf` (the specification's default) or `http/json`, both to
-   * `<endpoint>/v1/traces`. gRPC is not supported (no gRPC client in the bundles): refused at start.
+   * The OTLP transport: `http/protobuf` (the specification's default) or `http/json`. gRPC is not
+   * supported (no gRPC client in the bundles): refused at start.
    */
-  OTEL_EXPORTER_OTLP_PROTOCOL: z
-    .enum(PROTOCOLS, {
-      error:
-        "must be http/protobuf or http/json (grpc is not supported: use the collector's OTLP/HTTP port, 4318)",
-    })
-    .default("http/protobuf"),
+  OTEL_EXPORTER_OTLP_PROTOCOL: z.enum(PROTOCOLS, { error: PROTOCOL_ERROR }).default("http/protobuf"),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z.enum(PROTOCOLS, { error: PROTOCOL_ERROR }).optional(),
   /** `gzip` compresses each export's body; `none` (the specification's default) sends it as it is. */
-  OTEL_EXPORTER_OTLP_COMPRESSION: z.enum(["gzip", "none"], { error: "must be gzip or none" }).default("none"),
+  OTEL_EXPORTER_OTLP_COMPRESSION: compression().default("none"),
+  OTEL_EXPORTER_OTLP_TRACES_COMPRESSION: compression().optional(),
   /** Headers of every export request, e.g. `x-honeycomb-team=KEY` (never logged). */
   OTEL_EXPORTER_OTLP_HEADERS: keyValues("headers").optional(),
+  OTEL_EXPORTER_OTLP_TRACES_HEADERS: keyValues("headers").optional(),
+  /** One export request's deadline in milliseconds (default 10000). */
+  OTEL_EXPORTER_OTLP_TIMEOUT: timeoutMs(),
+  OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: timeoutMs(),
   OTEL_TRACES_SAMPLER: z
     .enum(SAMPLERS, { error: `must be one of ${SAMPLERS.join(", ")}` })
     .default("parentbased_always_on"),
@@ -138,6 +141,12 @@ export interface TelemetryEnv {
   /** Default none (as the schema's). */
   OTEL_EXPORTER_OTLP_COMPRESSION?: "gzip" | "none" | undefined;
   OTEL_EXPORTER_OTLP_HEADERS?: string | undefined;
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?: string | undefined;
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?: (typeof PROTOCOLS)[number] | undefined;
+  OTEL_EXPORTER_OTLP_TRACES_COMPRESSION?: "gzip" | "none" | undefined;
+  OTEL_EXPORTER_OTLP_TRACES_HEADERS?: string | undefined;
+  OTEL_EXPORTER_OTLP_TIMEOUT?: number | undefined;
+  OTEL_EXPORTER_OTLP_TRACES_TIMEOUT?: number | undefined;
   OTEL_TRACES_SAMPLER: (typeof SAMPLERS)[number];
   OTEL_TRACES_SAMPLER_ARG: number;
   OTEL_SDK_DISABLED: boolean;
@@ -153,76 +162,109 @@ export interface Telemetry {
    * (the endpoint without credentials: no user, password, query or headers) and with which sampler.
    */
   readonly startLine: { fields: Record<string, string | number | boolean>; msg: string };
+  /**
+   * Where failed exports and dropped spans are told (at most one line a minute of each kind; never
+   * a header or a body): the app's logger, once it has one.
+   */
+  reportProblems(reporter: (fields: Record<string, string | number>, msg: string) => void): void;
   /** Exports the spans still buffered and stops (the last step of an app's shutdown). */
   shutdown(): Promise<void>;
 }
 
-function samplerOf(env: TelemetryEnv): Sampler {
-  const ratio = new TraceIdRatioBasedSampler(env.OTEL_TRACES_SAMPLER_ARG);
-  switch (env.OTEL_TRACES_SAMPLER) {
-    case "always_on":
-      return new AlwaysOnSampler();
-    case "always_off":
-      return new AlwaysOffSampler();
-    case "traceidratio":
-      return ratio;
-    case "parentbased_always_on":
-      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
-    case "parentbased_always_off":
-      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
-    case "parentbased_traceidratio":
-      return new ParentBasedSampler({ root: ratio });
-  }
-}
+/** What export problems are told to (startTelemetry's `reportProblems`); nothing until set. */
+type ProblemReporter = (fields: Record<string, string | number>, msg: string) => void;
 
 /**
  * Registers the process's context manager (AsyncLocalStorage), the W3C trace-context propagator
- * and the tracer provider. Call once, first thing in main.ts.
+ * and the tracer provider (spans.ts: recorded spans as plain records, written to OTLP as they end).
+ * Call once, first thing in main.ts.
  */
 export function startTelemetry(env: TelemetryEnv): Telemetry {
   const manager = new AsyncLocalStorageContextManager().enable();
   // Ours is the one registered unless another was first (a second start in one process: tests).
   if (context.setGlobalContextManager(manager)) contexts = manager;
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
-  const endpoint = env.OTEL_SDK_DISABLED ? undefined : env.OTEL_EXPORTER_OTLP_ENDPOINT;
-  const resource = defaultResource().merge(
-    resourceFromAttributes({
-      ...(env.OTEL_RESOURCE_ATTRIBUTES ? parseKeyValues(env.OTEL_RESOURCE_ATTRIBUTES) : {}),
-      [ATTR_SERVICE_NAME]: env.OTEL_SERVICE_NAME,
-    }),
-  );
-  const protocol = env.OTEL_EXPORTER_OTLP_PROTOCOL ?? "http/protobuf";
-  const compression = env.OTEL_EXPORTER_OTLP_COMPRESSION ?? "none";
-  const exporterConfig = endpoint && {
-    url: `${endpoint.replace(/\/+$/, "")}/v1/traces`,
-    headers: env.OTEL_EXPORTER_OTLP_HEADERS ? (parseKeyValues(env.OTEL_EXPORTER_OTLP_HEADERS) ?? {}) : {},
-    compression: compression === "gzip" ? CompressionAlgorithm.GZIP : CompressionAlgorithm.NONE,
-  };
-  const exporter = exporterConfig
-    ? protocol === "http/json"
-      ? new OTLPJsonTraceExporter(exporterConfig)
-      : new OTLPProtobufTraceExporter(exporterConfig)
+  const to = exportTarget(env);
+  let report: ProblemReporter | undefined;
+  const lastReported = new Map<string, number>();
+  const exporter = to
+    ? new OtlpSpanExporter({
+        url: to.url,
+        protocol: to.protocol,
+        gzip: to.compression === "gzip",
+        headers: to.headers,
+        timeoutMs: to.timeoutMs,
+        resource: {
+          "telemetry.sdk.language": "nodejs",
+          "telemetry.sdk.name": "botdir",
+          ...(env.OTEL_RESOURCE_ATTRIBUTES ? parseKeyValues(env.OTEL_RESOURCE_ATTRIBUTES) : {}),
+          "service.name": env.OTEL_SERVICE_NAME,
+        },
+        scope: "botdir",
+        // At most one line a minute of each kind (an unreachable collector fails every second).
+        onProblem: ({ kind, detail, count }) => {
+          const now = Date.now();
+          if (now - (lastReported.get(kind) ?? 0) < 60_000) return;
+          lastReported.set(kind, now);
+          report?.(
+            { kind, detail, count },
+            kind === "export_failed" ? "span export failed" : "spans dropped: the export buffer is full",
+          );
+        },
+      })
     : undefined;
-  const sampler = exporter ? samplerOf(env) : new AlwaysOffSampler();
-  const provider = new TracerProvider({
-    resource,
-    idGenerator: sdkIds,
-    // Without an exporter every span is dropped, yet still has its ids (see the file's comment).
-    sampler,
-    spanProcessors: exporter ? [new BatchSpanProcessor({ exporter, scheduledDelayMillis: 1_000 })] : [],
-  });
+  const provider: TracerProvider = { getTracer: () => botdirTracerImpl };
   const registered = trace.setGlobalTracerProvider(provider);
   exporting = exporter !== undefined;
   // A second start in one process (tests) keeps the provider registered first.
   idsOnly = registered ? !exporting : idsOnly;
-  if (registered) records = recordingDecision(env, exporting);
+  if (registered) {
+    records = recordingDecision(env, exporting);
+    sink = exporter;
+  }
   return {
     exporting,
-    startLine: startLineOf(
-      env,
-      exporterConfig ? { url: exporterConfig.url, protocol, compression } : undefined,
-    ),
-    shutdown: () => provider.shutdown(),
+    startLine: startLineOf(env, to),
+    reportProblems: (reporter) => {
+      report = reporter;
+    },
+    shutdown: async () => {
+      await exporter?.shutdown();
+    },
+  };
+}
+
+/** The API's TracerProvider (one method). */
+interface TracerProvider {
+  getTracer(name: string): Tracer;
+}
+
+/**
+ * Where spans are exported, read as the OpenTelemetry specification says: the signal's own
+ * variables (OTEL_EXPORTER_OTLP_TRACES_*) before the general ones; a traces endpoint is used as it
+ * is, a general one gets `/v1/traces`. Undefined where nothing is exported.
+ */
+export function exportTarget(env: TelemetryEnv):
+  | {
+      url: string;
+      protocol: "http/protobuf" | "http/json";
+      compression: "gzip" | "none";
+      headers: Record<string, string>;
+      timeoutMs: number;
+    }
+  | undefined {
+  if (env.OTEL_SDK_DISABLED) return undefined;
+  const url =
+    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
+    (env.OTEL_EXPORTER_OTLP_ENDPOINT && `${env.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, "")}/v1/traces`);
+  if (!url) return undefined;
+  const headers = env.OTEL_EXPORTER_OTLP_TRACES_HEADERS ?? env.OTEL_EXPORTER_OTLP_HEADERS;
+  return {
+    url,
+    protocol: env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? "http/protobuf",
+    compression: env.OTEL_EXPORTER_OTLP_TRACES_COMPRESSION ?? env.OTEL_EXPORTER_OTLP_COMPRESSION ?? "none",
+    headers: headers ? (parseKeyValues(headers) ?? {}) : {},
+    timeoutMs: env.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT ?? env.OTEL_EXPORTER_OTLP_TIMEOUT ?? 10_000,
   };
 }
 
@@ -285,36 +327,28 @@ function activeSpan(): Span | undefined {
  * are ids only. False without a provider, whose spans have no ids at all.
  */
 let idsOnly = false;
-const idGenerator = new RandomIdGenerator();
+/** The ids of spans and traces (spans.ts: random, lowercase hex, never all zero). */
+const idGenerator = { generateTraceId: newTraceId, generateSpanId: newSpanId };
 /**
- * The trace id unsampledTraceId decided a request's new trace to be recorded under: the SDK's next
- * new trace (the request's server span, started right after) takes it, so that the SDK's sampler
- * decides on the same id (and so the same way) and the trace is the one that decision was for.
+ * The trace id unsampledTraceId decided a request's new trace to be recorded under: the next new
+ * trace (the request's server span, started right after) takes it, so that the trace is the one
+ * that decision was for.
  */
 let decidedTraceId: string | undefined;
-/** The provider's ids: idGenerator's, but a new trace takes decidedTraceId when one is set. */
-const sdkIds: IdGenerator = {
-  generateTraceId: () => {
-    const id = decidedTraceId ?? idGenerator.generateTraceId();
-    decidedTraceId = undefined;
-    return id;
-  },
-  generateSpanId: () => idGenerator.generateSpanId(),
-};
+/** Where recorded spans go when they end (startTelemetry's exporter); none: nothing is recorded. */
+let sink: OtlpSpanExporter | undefined;
 
 /**
  * Whether the registered provider's sampler records a span under a parent (its ids) or, without
- * one, a span starting the trace `traceId`: the decision of samplerOf's samplers, taken without a
- * context, a span or the sampler's arguments, so that work the sampler would not record is not
- * started in the SDK at all (no span, no context: as with tracing off).
+ * one, a span starting the trace `traceId`: the standard samplers' decisions (OTEL_TRACES_SAMPLER),
+ * taken without a context or a span, so that work the sampler would not record is not started at
+ * all (no span, no context: as with tracing off).
  */
 let records: (parent: SpanContext | undefined, traceId: string) => boolean = () => false;
 
 function recordingDecision(env: TelemetryEnv, on: boolean): typeof records {
   if (!on) return () => false;
-  const ratio = new TraceIdRatioBasedSampler(env.OTEL_TRACES_SAMPLER_ARG);
-  const byRatio = (traceId: string) =>
-    ratio.shouldSample(ROOT_CONTEXT, traceId).decision === SamplingDecision.RECORD_AND_SAMPLED;
+  const byRatio = ratioSampler(env.OTEL_TRACES_SAMPLER_ARG);
   const sampledParent = (parent: SpanContext) => (parent.traceFlags & TraceFlags.SAMPLED) !== 0;
   switch (env.OTEL_TRACES_SAMPLER) {
     case "always_on":
@@ -331,6 +365,50 @@ function recordingDecision(env: TelemetryEnv, on: boolean): typeof records {
       return (parent, traceId) => (parent ? sampledParent(parent) : byRatio(traceId));
   }
 }
+
+/**
+ * The registered provider's tracer: a span the sampler records is a RecordedSpan (spans.ts), any
+ * other is its ids only (the API's non-recording span), as the SDK's would be.
+ */
+const botdirTracerImpl: Tracer = {
+  startSpan(name: string, options: SpanOptions = {}, ctx: Context = contexts.active()): Span {
+    const given = options.root ? undefined : trace.getSpanContext(ctx);
+    const parent = given && isSpanContextValid(given) ? given : undefined;
+    let traceId: string;
+    if (parent) traceId = parent.traceId;
+    else {
+      traceId = decidedTraceId ?? idGenerator.generateTraceId();
+      decidedTraceId = undefined;
+    }
+    const recorded = sink !== undefined && records(parent, traceId);
+    const ids: SpanContext = {
+      traceId,
+      spanId: idGenerator.generateSpanId(),
+      traceFlags: recorded ? TraceFlags.SAMPLED : TraceFlags.NONE,
+    };
+    if (!recorded || !sink) return trace.wrapSpanContext(ids);
+    return new RecordedSpan(
+      sink,
+      ids,
+      parent,
+      name,
+      options.kind ?? SpanKind.INTERNAL,
+      options.attributes,
+      options.links,
+      options.startTime,
+    );
+  },
+  startActiveSpan<F extends (span: Span) => unknown>(
+    name: string,
+    ...rest: [F] | [SpanOptions, F] | [SpanOptions, Context, F]
+  ): ReturnType<F> {
+    const fn = rest[rest.length - 1] as F;
+    const options = (rest.length >= 2 ? rest[0] : {}) as SpanOptions;
+    const parent = (rest.length === 3 ? rest[1] : contexts.active()) as Context;
+    const span = botdirTracerImpl.startSpan(name, options, parent);
+    return contexts.with(trace.setSpan(parent, span), () => fn(span)) as ReturnType<F>;
+  },
+} as Tracer;
 
 /**
  * Whether work continuing a stored `traceparent` (a job's, a delivery's) is recorded: spans are
@@ -399,6 +477,11 @@ export interface SpanStart {
   root?: boolean;
   /** Errors that are a normal outcome (e.g. BullMQ's DelayedError): thrown on, the span not failed. */
   expected?: (error: unknown) => boolean;
+  /**
+   * Nothing `fn` runs reads the span's context (no span below it, no log line that must carry its
+   * ids: a client call): the span is made and ended, but no context is entered for it.
+   */
+  leaf?: boolean;
 }
 
 /**
@@ -496,30 +579,31 @@ function unrecordedChildOf(parent: SpanContext | undefined): SpanContext {
   return { traceId, spanId: idGenerator.generateSpanId(), traceFlags: TraceFlags.NONE };
 }
 
-async function inNewSpan<T>(
+function inNewSpan<T>(
   name: string,
   start: SpanStart,
   parent: Context,
   fn: (span: Span) => Promise<T>,
 ): Promise<T> {
-  const span = tracer().startSpan(
-    name,
-    {
-      ...(start.kind === undefined ? {} : { kind: start.kind }),
-      ...(start.attributes ? { attributes: start.attributes } : {}),
-      ...(start.links ? { links: start.links } : {}),
-      ...(start.root ? { root: true } : {}),
-    },
-    parent,
-  );
+  // Ours where spans are exported; else the registered one's (none: the API's, spans without ids).
+  const span = (sink ? botdirTracerImpl : tracer()).startSpan(name, start, parent);
+  let running: Promise<T>;
   try {
-    return await contexts.with(trace.setSpan(parent, span), fn, undefined, span);
+    running = start.leaf ? fn(span) : contexts.with(trace.setSpan(parent, span), fn, undefined, span);
   } catch (error) {
-    if (!start.expected?.(error)) failSpan(span, error);
-    throw error;
-  } finally {
-    span.end();
+    running = Promise.reject(error);
   }
+  return running.then(
+    (value) => {
+      span.end();
+      return value;
+    },
+    (error: unknown) => {
+      if (!start.expected?.(error)) failSpan(span, error);
+      span.end();
+      throw error;
+    },
+  );
 }
 
 /**

@@ -214,6 +214,7 @@ export function createVotes(deps: VotesDeps) {
             "db.operation.name": "cast_vote",
             "botdir.bot_id": botId,
           },
+          leaf: true,
         },
         () =>
           cast({
