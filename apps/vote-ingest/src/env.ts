@@ -59,6 +59,8 @@ export const IngestEnv = z
     RECOVERY_BATCH: z.coerce.number().int().min(1).max(10_000).default(100),
     /** Deliveries of one recovery pending at most; its next batch waits below it. */
     RECOVERY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(100_000).default(100),
+    /** Recovered deliveries the process queues a second at most, all its recoveries together. */
+    RECOVERY_MAX_PER_SECOND: z.coerce.number().int().min(1).max(100_000).default(100),
     /** Time between the reminder scheduler's ticks (docs/webhooks.md "vote.available"). */
     REMINDER_INTERVAL_MS: z.coerce.number().int().min(50).max(600_000).default(2_000),
     /** Due vote.available reminders made into deliveries per statement. */

@@ -54,6 +54,7 @@ const recoveries = createRecoveryDriver({
   intervalMs: env.RECOVERY_INTERVAL_MS,
   batchSize: env.RECOVERY_BATCH,
   maxInFlight: env.RECOVERY_MAX_IN_FLIGHT,
+  maxPerSecond: env.RECOVERY_MAX_PER_SECOND,
 });
 // Makes the vote.available deliveries of windows that ended (docs/webhooks.md "vote.available").
 const reminders = createReminderScheduler({

@@ -64,7 +64,7 @@ function recover(botId: string, body: unknown) {
     .send(body as object);
 }
 
-function driver(options: { batchSize?: number; maxInFlight?: number } = {}) {
+function driver(options: { batchSize?: number; maxInFlight?: number; maxPerSecond?: number } = {}) {
   return createRecoveryDriver({ db: t.db, queue: t.queue, clock, logger: silentLogger, ...options });
 }
 
@@ -218,6 +218,29 @@ describe("POST /internal/v1/bots/:id/webhook/recover", () => {
       );
     }
     expect(seen).toBe(25);
+  });
+
+  it("when the pace is 5 a second, then a tick queues at most 5 until a second has passed, and every vote is queued in the end", async () => {
+    const botId = await botWithWebhook();
+    for (let i = 0; i < 12; i++) await vote(botId, 2 + i / 100, "failed");
+    const res = await recover(botId, { since: new Date(clock.now().getTime() - 3 * HOUR).toISOString() });
+    const recovered = async () =>
+      (await deliveriesOf(botId)).filter((r) => r.recovery_id === res.body.recoveryId).length;
+
+    const d = driver({ maxPerSecond: 5 });
+    await d.tick();
+    expect(await recovered()).toBe(5);
+    // No time has passed: no budget, whatever the number of ticks.
+    await d.tick();
+    await d.tick();
+    expect(await recovered()).toBe(5);
+    // Half a second: 2.5 more, so two queued; a long pause refills at most one second's worth.
+    clock.advance(500);
+    await d.tick();
+    expect(await recovered()).toBe(7);
+    clock.advance(60_000);
+    await d.tick();
+    expect(await recovered()).toBe(12);
   });
 
   it("when a recovery over an overlapping window runs, then 409 names it; a disjoint window starts", async () => {
