@@ -291,6 +291,30 @@ describe("POST /internal/v1/bots/:id/webhook/recover", () => {
     });
   });
 
+  it.each([["yesterday"], ["2026-11-01T00:00:00Z"], ["2026-11-22T11:00:00Z"], [null], [1700000000000]])(
+    "when enable's recoverSince is %j, then 400 names recoverSince and the webhook stays disabled",
+    async (recoverSince) => {
+      const botId = await botWithWebhook();
+      await t.db.pool.query(
+        "UPDATE bots SET webhook_disabled_at = $2, webhook_disabled_reason = 'gone' WHERE id = $1",
+        [botId, clock.now()],
+      );
+      const res = await request(app)
+        .post(`/internal/v1/bots/${botId}/webhook/enable`)
+        .set("Authorization", INTERNAL_KEY)
+        .send({ recoverSince });
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({
+        error: "recoverSince must be an ISO 8601 date-time with a time zone within the last 14 days.",
+      });
+      const { rows } = await t.db.pool.query<{ webhook_disabled_at: Date | null }>(
+        "SELECT webhook_disabled_at FROM bots WHERE id = $1",
+        [botId],
+      );
+      expect(rows[0]?.webhook_disabled_at).not.toBeNull();
+    },
+  );
+
   it.each([
     [{}, "since is required."],
     [{ since: "yesterday" }, "since must be an ISO 8601 date-time with a time zone within the last 14 days."],

@@ -133,13 +133,28 @@ export function parseRecoverWindow(body: unknown, now: Date): { since: Date; unt
     throw new ApiError("bad_request", `Unknown field ${JSON.stringify(unknown).slice(0, 40)}.`);
   const since = instant(fields.since, "since", true);
   const until = fields.until === undefined ? now : instant(fields.until, "until", false);
-  const earliest = now.getTime() - RECOVERY_MAX_AGE_DAYS * 24 * 60 * 60 * 1000;
-  if (since.getTime() < earliest || since.getTime() >= now.getTime()) {
-    throw new ApiError("bad_request", `since must be ${RECOVER_TIME}.`);
-  }
+  withinRecoveryAge(since, now, "since");
   const end = until.getTime() > now.getTime() ? now : until;
   if (end.getTime() <= since.getTime()) throw new ApiError("bad_request", "until must be after since.");
   return { since, until: end };
+}
+
+/**
+ * The window [value, now) of a recovery started from a single time sent under another field name
+ * (enable's recoverSince), or an ApiError (400) whose sentence names that field: the checks of a
+ * recovery's since.
+ */
+export function parseRecoverSince(value: unknown, now: Date, field: string): { since: Date; until: Date } {
+  const since = instant(value, field, true);
+  withinRecoveryAge(since, now, field);
+  return { since, until: now };
+}
+
+function withinRecoveryAge(since: Date, now: Date, name: string): void {
+  const earliest = now.getTime() - RECOVERY_MAX_AGE_DAYS * 24 * 60 * 60 * 1000;
+  if (since.getTime() < earliest || since.getTime() >= now.getTime()) {
+    throw new ApiError("bad_request", `${name} must be ${RECOVER_TIME}.`);
+  }
 }
 
 function instant(value: unknown, name: string, required: boolean): Date {

@@ -12,6 +12,7 @@ export {
   DeliveryAttempt,
   DeliveryAttemptsResponse,
   DeliveryState,
+  parseRecoverSince,
   parseRecoverWindow,
   RECOVERY_MAX_AGE_DAYS,
   RECOVERY_MESSAGES,

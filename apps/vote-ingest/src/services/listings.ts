@@ -25,6 +25,7 @@ import {
 import {
   ApiError,
   MESSAGES,
+  parseRecoverSince,
   parseRecoverWindow,
   RECOVERY_MESSAGES,
   type RecoverResponse,
@@ -332,7 +333,9 @@ export function createListings(deps: ListingsDeps) {
       if (!bot.webhookUrl) throw ApiError.conflict("no_webhook", NO_WEBHOOK);
       const now = deps.clock.now();
       const window =
-        options.recoverSince === undefined ? null : parseRecoverWindow({ since: options.recoverSince }, now);
+        options.recoverSince === undefined
+          ? null
+          : parseRecoverSince(options.recoverSince, now, "recoverSince");
       await prisma.bot.updateMany({
         where: { id, webhookDisabledAt: { not: null } },
         data: { ...enabledAt(now), updatedAt: now },

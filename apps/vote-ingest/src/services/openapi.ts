@@ -364,7 +364,7 @@ function buildPaths(): JsonObject {
         optionalBody: "EnableWebhookBody",
         success: [200, ok("The webhook is active.", "WebhookEnabledResponse")],
         errors: bodilessBotErrors({
-          400: `${BAD_ID}; with recoverSince, a window a recovery refuses, in its sentence (\`since must be an ISO 8601 date-time with a time zone within the last ${RECOVERY_MAX_AGE_DAYS} days.\`); nothing is changed. Unparsable JSON: \`Invalid JSON body.\``,
+          400: `${BAD_ID}; with recoverSince, a time a recovery refuses, in a sentence naming recoverSince (\`recoverSince must be an ISO 8601 date-time with a time zone within the last ${RECOVERY_MAX_AGE_DAYS} days.\`); nothing is changed. Unparsable JSON: \`Invalid JSON body.\``,
           409: conflictResponse(
             `\`The bot has no webhook URL configured.\` (nothing is changed); with recoverSince, once the webhook is enabled, a recovery that did not start: \`${RECOVERY_MESSAGES.noWebhook}\`, \`Recovery <id> over an overlapping window is still running.\`, or \`${RECOVERY_MESSAGES.disabled}\` (disabled again meanwhile)`,
             "no_webhook",
