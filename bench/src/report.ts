@@ -119,7 +119,7 @@ export function printReport(report: Report, file: string): void {
       `  added by delivery: ${commands(v.redisCommands.deliveryAdds.byCommand)}`,
       `  recording only: ${commands(v.redisCommands.noDispatcher.byCommand)}`,
       `PostgreSQL transactions per vote: ${v.postgresTransactions.noDispatcher} recording only, ${v.postgresTransactions.withDispatcher} delivering`,
-      `draining a full queue with no votes cast, CPU µs per delivery: dispatcher ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.dispatcher}, PostgreSQL ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.postgres}, Redis ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.redis}; the dispatcher's floor (src/sender-floor.ts) ${mix.ingestAlone.senderFloorCpuMicrosecondsPerDelivery.got}, with Node's client instead of got ${mix.ingestAlone.senderFloorCpuMicrosecondsPerDelivery.node}`,
+      `draining a full queue with no votes cast, CPU µs per delivery: dispatcher ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.dispatcher}, PostgreSQL ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.postgres}, Redis ${mix.ingestAlone.drainCpuMicrosecondsPerDelivery.redis}; the dispatcher's floor (src/sender-floor.ts) ${mix.ingestAlone.senderFloorCpuMicrosecondsPerDelivery.got}, with Node's client instead of got ${mix.ingestAlone.senderFloorCpuMicrosecondsPerDelivery.node}; requests the floor did not deliver: got ${mix.ingestAlone.senderFloorLost.got}, node ${mix.ingestAlone.senderFloorLost.node} of ${mix.ingestAlone.senderFloorSent} each`,
       `GC µs per delivered vote: ingest ${mix.gcMicrosecondsPerVote.ingest ?? "?"}, dispatcher ${mix.gcMicrosecondsPerVote.dispatcher ?? "?"}`,
       "",
     );

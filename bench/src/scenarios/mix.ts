@@ -17,6 +17,10 @@
  * (1 − 2), the delivery side (dispatcher + what delivery adds in PostgreSQL and Redis), Redis
  * commands per vote (`INFO commandstats`), PostgreSQL transactions per vote
  * (`pg_stat_database`) and the dispatcher ÷ its floor.
+ *
+ * A recorded vote our dispatcher does not deliver (in either phase) aborts the run. The sender
+ * floor's requests that were not delivered (the floor's client, not our code) are a figure of the
+ * result (`ingestAlone.senderFloorLost`), printed with it.
  */
 import { type LoadResult, load } from "../load.js";
 import { MIX_PATH, median, percentile, SENDER_FLOOR_PATH, sleep } from "../pipeline.js";
@@ -108,6 +112,10 @@ export interface IngestAloneResult {
    * `node`: the same with Node's http.request instead of got.
    */
   senderFloorCpuMicrosecondsPerDelivery: { got: number; node: number };
+  /** Requests each sender floor sent in its two measured rounds (the same for both clients). */
+  senderFloorSent: number;
+  /** Of those, the requests each floor did not deliver (its client's loss, not the dispatcher's). */
+  senderFloorLost: { got: number; node: number };
   /** The drain's dispatcher CPU per delivery ÷ the sender floor's (same run, same deliveries). */
   dispatcherVsSenderFloor: number;
 }
@@ -337,13 +345,15 @@ async function ingestAlone(
   };
   const half = Math.max(1_000, Math.round(rounds.reduce((a, r) => a + r.votes, 0) / 2));
   const senderSeconds = { got: 0, node: 0 };
+  const senderLost = { got: 0, node: 0 };
   const floorRound = async () => {
     for (const client of ["got", "node"] as const) {
       const floor = floors[client];
       const before = cpuSeconds(floor.pid);
       const { delivered } = await floor.send(half);
-      if (delivered !== half) throw new Error(`sender floor (${client}): ${delivered} of ${half} delivered`);
       senderSeconds[client] += cpuSeconds(floor.pid) - before;
+      // The floor's loss is its client's, not ours: kept as a figure, never a reason to abort.
+      senderLost[client] += half - delivered;
     }
   };
   await Promise.all([floors.got.send(1_000), floors.node.send(1_000)]);
@@ -366,6 +376,11 @@ async function ingestAlone(
   await stack.stopDispatchers();
   await floorRound();
   await Promise.all([floors.got.stop(), floors.node.stop()]);
+  if (delivered < recorded) {
+    throw new Error(
+      `webhook-mix, no dispatcher running: the dispatcher then delivered ${delivered} of ${recorded} recorded votes`,
+    );
+  }
   const senderFloorUs = {
     got: Math.round((senderSeconds.got * 1e6) / (2 * half)),
     node: Math.round((senderSeconds.node * 1e6) / (2 * half)),
@@ -387,6 +402,8 @@ async function ingestAlone(
       redis: drainCpu.redis,
     },
     senderFloorCpuMicrosecondsPerDelivery: senderFloorUs,
+    senderFloorSent: 2 * half,
+    senderFloorLost: senderLost,
     dispatcherVsSenderFloor: round2(drainCpu.dispatcher / Math.max(1, senderFloorUs.got)),
   };
   const c = result.cpuMicrosecondsPerVote;
@@ -396,7 +413,7 @@ async function ingestAlone(
       `redis ${c.redis}, load ${c.loadGenerator}; then ${delivered}/${recorded} delivered by one dispatcher ` +
       `(CPU µs per delivery: dispatcher ${drainCpu.dispatcher}, postgres ${drainCpu.postgres}, redis ${drainCpu.redis}; ` +
       `the sender floor ${senderFloorUs.got}, with Node's client instead of got ${senderFloorUs.node}: ` +
-      `dispatcher ${result.dispatcherVsSenderFloor}× the floor)`,
+      `dispatcher ${result.dispatcherVsSenderFloor}× the floor; the floor lost got ${senderLost.got}, node ${senderLost.node} of ${2 * half} each)`,
   );
   return { result, rounds };
 }
@@ -455,6 +472,9 @@ export async function webhookMix(
   const castEnded = Date.now();
   const { recorded, delivered } = await waitDelivered(stack, users, () => received() - first);
   const drainAfterS = Math.round((Date.now() - castEnded) / 100) / 10;
+  if (delivered < recorded) {
+    throw new Error(`webhook-mix: the dispatcher delivered ${delivered} of ${recorded} recorded votes`);
+  }
   const alone = await ingestAlone(stack, settings, bots);
   const withDispatcher = meanCpu(rounds);
   const noDispatcher = alone.result.cpuMicrosecondsPerVote;
