@@ -181,6 +181,11 @@ export interface RecoveryStepOptions {
   /** Pending deliveries of one recovery at most: the next batch waits below it. */
   maxInFlight: number;
   /**
+   * The recovery's pace, over all the replicas that drive it: at most this many deliveries queued
+   * per second since it started, plus one second's worth (unset: no pace).
+   */
+  maxPerSecond?: number;
+  /**
    * The new trace of one recovered delivery (its traceparent), linked to its previous trace (null
    * for a vote that had no delivery) and to the recovery's request trace.
    */
@@ -292,6 +297,15 @@ async function stepLocked(
     return { kind: "done" };
   }
   if (inFlight >= options.maxInFlight) return { kind: "waiting" };
+  // The pace: the row's count of queued deliveries against the time since the recovery started
+  // (read under the row's lock, so every replica keeps the same pace).
+  let batchSize = options.batchSize;
+  if (options.maxPerSecond !== undefined) {
+    const seconds = Math.max(0, (now.getTime() - r.created_at.getTime()) / 1000);
+    const allowed = Math.floor((seconds + 1) * options.maxPerSecond) - r.queued;
+    if (allowed <= 0) return { kind: "waiting" };
+    batchSize = Math.min(batchSize, allowed);
+  }
 
   const batch = await client.query<{
     vote_id: string;
@@ -307,7 +321,7 @@ async function stepLocked(
         AND ($4::timestamptz IS NULL OR (v.voted_at, v.id) > ($4::timestamptz, $5::bigint))
       ORDER BY v.voted_at, v.id
       LIMIT $6`,
-    [r.bot_id, r.since, r.until, r.cursor_voted_at, r.cursor_vote_id, options.batchSize],
+    [r.bot_id, r.since, r.until, r.cursor_voted_at, r.cursor_vote_id, batchSize],
   );
   const rows = batch.rows;
   // Failed before the recovery started: a delivery that failed later was pending then (left to it).
@@ -363,7 +377,7 @@ async function stepLocked(
         SET queued = queued + $2, scanned = $3, updated_at = $4,
             cursor_voted_at = COALESCE($5, cursor_voted_at), cursor_vote_id = COALESCE($6::bigint, cursor_vote_id)
       WHERE id = $1`,
-    [r.id, made.length, rows.length < options.batchSize, now, last?.voted_at ?? null, last?.vote_id ?? null],
+    [r.id, made.length, rows.length < batchSize, now, last?.voted_at ?? null, last?.vote_id ?? null],
   );
   return {
     kind: "queued",

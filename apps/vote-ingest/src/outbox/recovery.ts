@@ -6,10 +6,10 @@
  * the queue (when that fails, the outbox relay does). A recovery keeps at most `maxInFlight`
  * deliveries pending, so its jobs reach the dispatcher a few hundred at a time and go through its
  * per-webhook fairness like any bot's burst, instead of standing in front of every other bot's
- * votes in the queue. And the process queues at most `maxPerSecond` recovered deliveries a second
- * (RECOVERY_MAX_PER_SECOND, all its recoveries together): a replay of a day's votes runs beside
- * live traffic at a pace the dispatchers absorb without delaying other bots' deliveries, instead of
- * as fast as the machine allows. Nothing lives only in Redis: a dispatcher or vote-ingest killed mid-recovery
+ * votes in the queue. And a recovery queues at most `maxPerSecond` deliveries a second
+ * (RECOVERY_MAX_PER_SECOND, kept in its row, so the same over any number of replicas): a replay of
+ * a day's votes runs beside live traffic at a pace the dispatchers absorb without delaying other
+ * bots' deliveries, instead of as fast as the machine allows. Nothing lives only in Redis: a dispatcher or vote-ingest killed mid-recovery
  * leaves pending rows, which the outbox relay hands off again.
  */
 import { randomBytes } from "node:crypto";
@@ -36,7 +36,7 @@ export interface RecoveryDriverOptions {
   batchSize?: number;
   /** Pending deliveries of one recovery at most (RECOVERY_MAX_IN_FLIGHT). */
   maxInFlight?: number;
-  /** Recovered deliveries this process queues a second at most, all recoveries together (RECOVERY_MAX_PER_SECOND). */
+  /** Deliveries one recovery queues a second at most, over all replicas (RECOVERY_MAX_PER_SECOND). */
   maxPerSecond?: number;
 }
 
@@ -67,30 +67,16 @@ export function createRecoveryDriver(options: RecoveryDriverOptions) {
   const stepOptions = {
     batchSize: options.batchSize ?? 100,
     maxInFlight: options.maxInFlight ?? 100,
+    maxPerSecond: options.maxPerSecond ?? 100,
     newTrace,
   };
   const stats: RecoveryDriverStats = { ticks: 0, queued: 0, errors: 0 };
-  // The pace: a budget of deliveries refilled at maxPerSecond, holding at most one second's worth
-  // (a tick late by the event loop does not let a burst through).
-  const maxPerSecond = options.maxPerSecond ?? 100;
-  let budget = maxPerSecond;
-  let refilledAt = clock.now().getTime();
-  const refill = () => {
-    const now = clock.now().getTime();
-    budget = Math.min(maxPerSecond, budget + ((now - refilledAt) * maxPerSecond) / 1000);
-    refilledAt = now;
-  };
-
-  /** Steps one recovery until it waits, ends, runs out of budget or another replica holds it. Returns deliveries queued. */
+  /** Steps one recovery until it waits (in flight, its pace), ends or another replica holds it. Returns deliveries queued. */
   async function drive(recoveryId: string): Promise<number> {
     let total = 0;
     for (;;) {
-      if (budget < 1) return total;
       const now = clock.now();
-      // A step looks at no more votes than the budget allows to be queued.
-      const batchSize = Math.max(1, Math.min(stepOptions.batchSize, Math.floor(budget)));
-      const step = await stepRecovery(db, recoveryId, now, { ...stepOptions, batchSize });
-      if (step.kind === "queued") budget -= step.deliveries.length;
+      const step = await stepRecovery(db, recoveryId, now, stepOptions);
       if (step.kind !== "queued") {
         if (step.kind === "done" || step.kind === "stopped") {
           logger.info({ recovery_id: recoveryId, state: step.kind }, "webhook recovery ended");
@@ -110,7 +96,6 @@ export function createRecoveryDriver(options: RecoveryDriverOptions) {
 
   async function runTick(): Promise<number> {
     stats.ticks++;
-    refill();
     let total = 0;
     try {
       for (const id of await runningRecoveries(db)) total += await drive(id);
