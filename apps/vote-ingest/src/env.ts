@@ -3,6 +3,7 @@ import {
   checkClusterQueuePrefix,
   checkHttpTimeouts,
   checkKeyRing,
+  dbConnectTimeout,
   EnvFields,
   loadEnvOrExit,
   parseEnv,
@@ -94,6 +95,9 @@ export function loadEnv(source: Record<string, string | undefined> = process.env
   return loadEnvOrExit(IngestEnv, source);
 }
 
+/** botctl's DB_CONNECT_TIMEOUT_MS when it is not set. */
+export const BOTCTL_CONNECT_TIMEOUT_MS = 5_000;
+
 /**
  * botctl needs the stores, the encryption key and the rules a webhook URL is checked and tested
  * by (the same variables as vote-ingest's, so both treat a URL alike), not the listener or the
@@ -106,6 +110,12 @@ export const CliEnv = z
     DATABASE_URL: EnvFields.DATABASE_URL,
     DATABASE_DIRECT_URL: EnvFields.DATABASE_DIRECT_URL,
     DB_PREPARED_STATEMENTS: EnvFields.DB_PREPARED_STATEMENTS,
+    /**
+     * The wait for a connection, as the apps' (the container's value when botctl runs inside
+     * one); 5 s by default: a one-shot command opens its connections cold, and on a busy host
+     * that takes longer than the apps' 500 ms.
+     */
+    DB_CONNECT_TIMEOUT_MS: dbConnectTimeout(BOTCTL_CONNECT_TIMEOUT_MS),
     REDIS_URL: EnvFields.REDIS_URL,
     REDIS_CLUSTER_NODES: EnvFields.REDIS_CLUSTER_NODES,
     SECRET_ENCRYPTION_KEYS: EnvFields.encryptionKeys.optional(),

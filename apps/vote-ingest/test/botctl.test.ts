@@ -1,10 +1,12 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { type AddressInfo, createServer, type Server, type Socket } from "node:net";
 import path from "node:path";
 import { promisify } from "node:util";
 import { createSecretBox, hashToken } from "@botdir/db";
 import { createTestDatabase, randomBotId, seedBot, type TestDatabase } from "@botdir/db/testing";
 import { runBotctl } from "../src/cli/botctl.js";
+import { BOTCTL_CONNECT_TIMEOUT_MS } from "../src/env.js";
 import { expectedList, seedDeliveries, TWELVE_ATTEMPTS } from "./support/attempts.js";
 
 const keyHex = randomBytes(32).toString("hex");
@@ -224,6 +226,54 @@ describe("botctl usage and environment", () => {
       code: 1,
       output: { error: "Invalid environment: DATABASE_URL must be a postgresql:// URL." },
     });
+  });
+});
+
+describe("botctl and DB_CONNECT_TIMEOUT_MS", () => {
+  /** A server that accepts TCP connections and never answers: PostgreSQL that does not respond. */
+  let silent: Server;
+  let silentUrl: string;
+  const sockets = new Set<Socket>();
+  beforeAll(async () => {
+    silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    silentUrl = `postgresql://postgres@127.0.0.1:${(silent.address() as AddressInfo).port}/botdir`;
+  });
+  afterAll(async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => silent.close(resolve));
+  });
+
+  /** `botctl bot approve` against the silent server: its answer and how long it took. */
+  async function approveAgainstSilent(extra: Record<string, string>) {
+    const t0 = Date.now();
+    const result = await runBotctl(["bot", "approve", randomBotId()], { DATABASE_URL: silentUrl, ...extra });
+    return { result, ms: Date.now() - t0 };
+  }
+
+  it("when DB_CONNECT_TIMEOUT_MS is 300 and PostgreSQL does not answer, then exit 1 with PostgreSQL unreachable after about 300 ms, not botctl's default 5 s", async () => {
+    const { result, ms } = await approveAgainstSilent({ DB_CONNECT_TIMEOUT_MS: "300" });
+    expect(result).toEqual({ code: 1, output: { error: "PostgreSQL is unreachable." } });
+    expect(ms).toBeGreaterThanOrEqual(250);
+    expect(ms).toBeLessThan(BOTCTL_CONNECT_TIMEOUT_MS / 2);
+  });
+
+  it("when DB_CONNECT_TIMEOUT_MS is unset, then botctl waits its default (5 s) for a connection", async () => {
+    const { result, ms } = await approveAgainstSilent({});
+    expect(result).toEqual({ code: 1, output: { error: "PostgreSQL is unreachable." } });
+    expect(ms).toBeGreaterThanOrEqual(BOTCTL_CONNECT_TIMEOUT_MS - 100);
+  }, 30_000);
+
+  it("when DB_CONNECT_TIMEOUT_MS is out of bounds, then exit 1 naming it", async () => {
+    const result = await runBotctl(["bot", "approve", randomBotId()], {
+      ...env,
+      DB_CONNECT_TIMEOUT_MS: "50",
+    });
+    expect(result.code).toBe(1);
+    expect(errorOf(result)).toMatch(/^Invalid environment: DB_CONNECT_TIMEOUT_MS /);
   });
 });
 

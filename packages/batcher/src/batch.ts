@@ -16,8 +16,10 @@
  * more on its own, so one request's failure (a row a trigger or constraint refuses) never becomes
  * the failure of the requests that happened to share its statement; a key that fails alone too
  * rejects with its own error (`isolateFailures: false` rejects the whole batch at once). `run`
- * must therefore be safe to repeat for a key whose batch failed: a failed statement is rolled
- * back as a whole.
+ * must therefore be safe to repeat for a key whose batch failed: a statement PostgreSQL refused is
+ * rolled back as a whole, but one whose answer was lost (node-postgres' query timeout while
+ * PostgreSQL stalled) may have committed, and its keys then run again on their own effects
+ * (vote-ingest answers such a vote as recorded: services/votes.ts).
  *
  * `retryAlone` covers the case isolation cannot: a batch of one (or a key run alone) that failed
  * with an error the store asks to be retried — PostgreSQL's deadlock victim or serialization

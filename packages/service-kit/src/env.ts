@@ -25,6 +25,15 @@ const postgresUrl = z
     if (problem) ctx.addIssue({ code: "custom", message: problem });
   });
 
+/**
+ * DB_CONNECT_TIMEOUT_MS with its bounds (100 ms to 60 s) and a default: 500 ms for the apps (a
+ * request fails fast while PostgreSQL is unreachable), longer for a one-shot command (botctl)
+ * that opens its connections cold.
+ */
+export function dbConnectTimeout(fallback: number) {
+  return z.coerce.number().int().min(100).max(60_000).default(fallback);
+}
+
 /** Building blocks for the apps' env schemas, with the defaults of docs/operations. */
 export const EnvFields = {
   NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
@@ -52,7 +61,7 @@ export const EnvFields = {
    * How long a query waits for a pool connection (a new one, or a free one) before the request
    * fails with the 500 and Retry-After: while PostgreSQL is unreachable requests fail fast.
    */
-  DB_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(500),
+  DB_CONNECT_TIMEOUT_MS: dbConnectTimeout(500),
   /** After SIGTERM: /readyz answers 503 and the app keeps serving this long before closing. */
   SHUTDOWN_DRAIN_MS: z.coerce.number().int().min(0).max(120_000).default(5_000),
   /** Keep-alive idle timeout of every listener: longer than the load balancer's idle timeout. */

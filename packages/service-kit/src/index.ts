@@ -7,6 +7,7 @@ export {
   checkKeyRing,
   connectionsOf,
   databaseOf,
+  dbConnectTimeout,
   decodeEncryptionKey,
   EnvError,
   EnvFields,

@@ -289,9 +289,7 @@ export async function runBotctl(
       directUrl: env.DATABASE_DIRECT_URL ?? env.DATABASE_URL,
       preparedStatements: env.DB_PREPARED_STATEMENTS,
       poolMax: 2,
-      // A one-shot command opens its connections cold: on a busy host that takes longer than the
-      // apps' 500 ms (a request's fast failure); an operator's command waits up to 5 s instead.
-      connectionTimeoutMs: 5_000,
+      connectionTimeoutMs: env.DB_CONNECT_TIMEOUT_MS,
     });
     const table = commands(db, env, progress);
     const key = words.slice(0, 2).join(" ");

@@ -178,6 +178,11 @@ export function createVotes(deps: VotesDeps) {
     return rows[0]?.voted_at ?? null;
   }
 
+  async function deliveryExists(id: string): Promise<boolean> {
+    const { rows } = await db.pool.query("SELECT 1 FROM webhook_deliveries WHERE id = $1", [id]);
+    return rows.length > 0;
+  }
+
   return {
     /**
      * Records a vote of `userId` for `botId` (ids already validated), or throws 404 (unknown or
@@ -228,6 +233,7 @@ export function createVotes(deps: VotesDeps) {
       );
       if (!row.bot_found) throw new ApiError("not_found", MESSAGES.botNotFound);
 
+      let recordedDeliveryId = row.delivery_id;
       if (row.vote_id === null) {
         // The statement's snapshot may predate the concurrent vote that won (null, or the old,
         // expired window): then read the committed window again.
@@ -237,13 +243,20 @@ export function createVotes(deps: VotesDeps) {
         }
         // Window rows are never deleted, so a refused upsert always has one; be explicit anyway.
         if (!windowStart) throw new Error("vote refused but no vote window found");
-        throw ApiError.conflict("already_voted", ALREADY_VOTED, { nextVoteAt: nextVoteAt(windowStart) });
+        // This very vote, recorded by an earlier run of its statement whose answer was lost (the
+        // client's query timeout while PostgreSQL stalled, the statement committing after it; the
+        // batcher then ran the vote again alone): its window has this vote's instant and its
+        // delivery row this vote's id. It was recorded once, and is answered as recorded.
+        if (windowStart.getTime() !== now.getTime() || !(await deliveryExists(deliveryId))) {
+          throw ApiError.conflict("already_voted", ALREADY_VOTED, { nextVoteAt: nextVoteAt(windowStart) });
+        }
+        recordedDeliveryId = deliveryId;
       }
 
-      if (row.delivery_id && deps.deliveryQueue) {
+      if (recordedDeliveryId && deps.deliveryQueue) {
         const handed = await deps.deliveryQueue.handOff(
           {
-            id: row.delivery_id,
+            id: recordedDeliveryId,
             botId,
             attemptsMade: 0,
             nextAttemptAt: now,
@@ -254,8 +267,8 @@ export function createVotes(deps: VotesDeps) {
         if (!handed) {
           logger.warn(
             {
-              deliveryId: row.delivery_id,
-              ...storedTraceLogFields(traceparent ?? deliveryTraceparent(row.delivery_id)),
+              deliveryId: recordedDeliveryId,
+              ...storedTraceLogFields(traceparent ?? deliveryTraceparent(recordedDeliveryId)),
             },
             "queue unavailable; the outbox relay will hand off",
           );
@@ -265,7 +278,7 @@ export function createVotes(deps: VotesDeps) {
       return {
         vote: { user_id: userId, voted_at: votedAt },
         nextVoteAt: nextVoteAt(now),
-        deliveryId: row.delivery_id,
+        deliveryId: recordedDeliveryId,
       };
     },
   };
