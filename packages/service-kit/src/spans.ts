@@ -27,7 +27,7 @@ import type {
   SpanStatus,
   TimeInput,
 } from "@opentelemetry/api";
-import { SpanStatusCode, TraceFlags } from "@opentelemetry/api";
+import { SpanStatusCode } from "@opentelemetry/api";
 
 const gzip = promisify(gzipCallback);
 
@@ -773,6 +773,3 @@ function lengthHeader(field: number, length: number): Buffer {
   w.varint(length);
   return Buffer.from(w.bytes());
 }
-
-/** TraceFlags of a recorded span. */
-export const SAMPLED = TraceFlags.SAMPLED;
