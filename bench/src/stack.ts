@@ -270,12 +270,13 @@ export async function startStack(): Promise<Stack> {
     };
     // The apps and the floor run with the production image's Node flags (docker/Dockerfile
     // NODE_OPTIONS, read by appNodeArgs; BENCH_NODE_ARGS replaces them) under APP_NODE (BENCH_NODE).
-    // BENCH_PROFILE=api (or vote-ingest, webhook-dispatcher, api-traced, vote-ingest-traced, api-untraced, …) writes a V8 CPU profile of that app
+    // BENCH_PROFILE=api (or vote-ingest, webhook-dispatcher, api-traced, vote-ingest-traced, api-untraced, …;
+    // several, comma-separated) writes a V8 CPU profile of each app named
     // to bench/results/profiles/ when it stops (open it in Chrome DevTools or speedscope).
     const nodeArgs = appNodeArgs();
     const profileArgs = (name: string) => [
       ...nodeArgs,
-      ...(process.env.BENCH_PROFILE === name
+      ...(process.env.BENCH_PROFILE?.split(",").includes(name)
         ? ["--cpu-prof", `--cpu-prof-dir=${path.join(ROOT, "bench/results/profiles")}`]
         : []),
     ];

@@ -327,6 +327,7 @@ describe("ProtoWriter", () => {
       0,
       1,
       1.5,
+      1.999_999_7, // the fraction rounds up to a whole millisecond
       4294.967296,
       1_764_331_200_000.123,
       1_999_999_999_999.999,
@@ -340,6 +341,49 @@ describe("ProtoWriter", () => {
       const expected = BigInt(whole) * 1_000_000n + BigInt(Math.round((ms - whole) * 1e6));
       expect(w.bytes()[0]).toBe((7 << 3) | 1);
       expect(w.bytes().readBigUInt64LE(1)).toBe(expected);
+    }
+  });
+
+  it("when one span is sent as protobuf and as JSON, then both carry the same nanoseconds, exact", async () => {
+    const times: [number, number][] = [
+      [1_764_331_200_000 + 0.123_456, 1_764_331_200_001 + 0.999_9],
+      [1_999_999_999_999 + 0.000_1, 1_999_999_999_999 + 0.5],
+    ];
+    for (let i = 0; i < 50; i++) {
+      const start = 1_700_000_000_000 + Math.random() * 1e11;
+      times.push([start, start + Math.random() * 10]);
+    }
+    const send = async (protocol: "http/protobuf" | "http/json", start: number, end: number) => {
+      const sink = exporter({ protocol });
+      const span = new RecordedSpan(
+        sink,
+        { traceId: newTraceId(), spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED },
+        undefined,
+        "t",
+        SpanKind.INTERNAL,
+        undefined,
+        undefined,
+        start,
+      );
+      span.end(end);
+      received.length = 0;
+      await sink.flush();
+      const body = received[0]?.body as Buffer;
+      // biome-ignore lint/suspicious/noExplicitAny: a decoded message, its two times read below
+      const message: any =
+        protocol === "http/json"
+          ? JSON.parse(String(body))
+          : OTLP.toObject(OTLP.decode(body), { longs: String });
+      const s = message.resourceSpans[0].scopeSpans[0].spans[0];
+      return [String(s.startTimeUnixNano), String(s.endTimeUnixNano)];
+    };
+    for (const [start, end] of times) {
+      const expected = [start, end].map((ms) => {
+        const whole = Math.floor(ms);
+        return String(BigInt(whole) * 1_000_000n + BigInt(Math.round((ms - whole) * 1e6)));
+      });
+      expect(await send("http/json", start, end)).toEqual(expected);
+      expect(await send("http/protobuf", start, end)).toEqual(expected);
     }
   });
 

@@ -315,15 +315,11 @@ export class ProtoWriter {
     buf[this.pos++] = (value >>> 24) & 0xff;
   }
 
-  /**
-   * A fixed64 of epoch nanoseconds from epoch milliseconds (a fraction: sub-millisecond), without
-   * BigInt: ms = whole + fraction; whole × 10⁶ split at 2²¹ so every product stays exact.
-   */
+  /** A fixed64 of epoch nanoseconds from epoch milliseconds (epochNanoParts: exact, without BigInt). */
   epochNanos(field: number, ms: number): void {
     this.tag(field, 1);
     this.room(8);
-    const whole = Math.floor(ms);
-    const fractionNs = Math.round((ms - whole) * 1e6);
+    const [whole, fractionNs] = epochNanoParts(ms);
     const high = Math.floor(whole / 2097152); // whole = high × 2^21 + low
     const low = whole - high * 2097152;
     const upper = high * 1e6; // × 2^21 below
@@ -452,7 +448,27 @@ function writeAttributes(w: ProtoWriter, field: number, attributes: Attributes):
 
 const HAS_IS_REMOTE = 0x100;
 const IS_REMOTE = 0x200;
-const msToNs = (ms: number): bigint => BigInt(Math.round(ms * 1e6));
+
+/**
+ * Epoch milliseconds (a fraction: sub-millisecond) as whole milliseconds and the nanoseconds past
+ * them (0–999,999): ns = whole × 10⁶ + fraction, exact, for the protobuf writer's fixed64 and
+ * OTLP JSON's decimal string alike.
+ */
+function epochNanoParts(ms: number): [number, number] {
+  let whole = Math.floor(ms);
+  let fractionNs = Math.round((ms - whole) * 1e6);
+  if (fractionNs === 1e6) {
+    whole += 1;
+    fractionNs = 0;
+  }
+  return [whole, fractionNs];
+}
+
+/** Epoch nanoseconds as OTLP JSON's decimal string (epochNanoParts; epoch milliseconds are > 0). */
+function epochNanosText(ms: number): string {
+  const [whole, fractionNs] = epochNanoParts(ms);
+  return whole === 0 ? String(fractionNs) : `${whole}${String(fractionNs).padStart(6, "0")}`;
+}
 
 /** One Span message (scope_spans' field 2), tag included. */
 export function writeSpan(w: ProtoWriter, span: RecordedSpan): void {
@@ -534,8 +550,8 @@ export function jsonSpan(span: RecordedSpan): Record<string, unknown> {
     ...(span.parentSpanId ? { parentSpanId: span.parentSpanId } : {}),
     name: span.name,
     kind: span.kind + 1,
-    startTimeUnixNano: msToNs(span.startMs).toString(),
-    endTimeUnixNano: msToNs(span.endMs).toString(),
+    startTimeUnixNano: epochNanosText(span.startMs),
+    endTimeUnixNano: epochNanosText(span.endMs),
     attributes: jsonAttributes(span.attributes),
     ...(span.links
       ? {

@@ -327,8 +327,6 @@ function activeSpan(): Span | undefined {
  * are ids only. False without a provider, whose spans have no ids at all.
  */
 let idsOnly = false;
-/** The ids of spans and traces (spans.ts: random, lowercase hex, never all zero). */
-const idGenerator = { generateTraceId: newTraceId, generateSpanId: newSpanId };
 /**
  * The trace id unsampledTraceId decided a request's new trace to be recorded under: the next new
  * trace (the request's server span, started right after) takes it, so that the trace is the one
@@ -377,13 +375,13 @@ const botdirTracerImpl: Tracer = {
     let traceId: string;
     if (parent) traceId = parent.traceId;
     else {
-      traceId = decidedTraceId ?? idGenerator.generateTraceId();
+      traceId = decidedTraceId ?? newTraceId();
       decidedTraceId = undefined;
     }
     const recorded = sink !== undefined && records(parent, traceId);
     const ids: SpanContext = {
       traceId,
-      spanId: idGenerator.generateSpanId(),
+      spanId: newSpanId(),
       traceFlags: recorded ? TraceFlags.SAMPLED : TraceFlags.NONE,
     };
     if (!recorded || !sink) return trace.wrapSpanContext(ids);
@@ -419,7 +417,7 @@ const botdirTracerImpl: Tracer = {
 export function recordedUnder(traceparent: string | null | undefined): boolean {
   if (!exporting) return false;
   const parent = spanContextOf(traceparent);
-  return parent ? records(parent, parent.traceId) : records(undefined, idGenerator.generateTraceId());
+  return parent ? records(parent, parent.traceId) : records(undefined, newTraceId());
 }
 
 /**
@@ -433,7 +431,7 @@ export function recordedUnder(traceparent: string | null | undefined): boolean {
 export function unsampledTraceId(continued: string | string[] | undefined): string | undefined {
   if (!exporting) return undefined;
   const parent = continued === undefined ? undefined : parentIdsOf(continued);
-  const traceId = parent ? parent.traceId : idGenerator.generateTraceId();
+  const traceId = parent ? parent.traceId : newTraceId();
   if (!records(parent, traceId)) return traceId;
   // Recorded: the server span started next (startSpan, in the SDK) is of this trace.
   if (!parent) decidedTraceId = traceId;
@@ -567,7 +565,7 @@ export function unrecordedServerIds(
 ): SpanContext | undefined {
   // A request the sampler does not record (unsampledTraceId): its trace id is decided already.
   if (unsampled !== undefined) {
-    return { traceId: unsampled, spanId: idGenerator.generateSpanId(), traceFlags: TraceFlags.NONE };
+    return { traceId: unsampled, spanId: newSpanId(), traceFlags: TraceFlags.NONE };
   }
   if (!idsOnly) return undefined;
   return unrecordedChildOf(traceparent === undefined ? undefined : parentIdsOf(traceparent));
@@ -575,8 +573,8 @@ export function unrecordedServerIds(
 
 /** The ids of a span that is not recorded: in the trace of `parent`'s ids when valid, else a new trace. */
 function unrecordedChildOf(parent: SpanContext | undefined): SpanContext {
-  const traceId = parent && parent.traceId !== INVALID_TRACE ? parent.traceId : idGenerator.generateTraceId();
-  return { traceId, spanId: idGenerator.generateSpanId(), traceFlags: TraceFlags.NONE };
+  const traceId = parent && parent.traceId !== INVALID_TRACE ? parent.traceId : newTraceId();
+  return { traceId, spanId: newSpanId(), traceFlags: TraceFlags.NONE };
 }
 
 function inNewSpan<T>(
