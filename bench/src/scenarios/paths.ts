@@ -385,6 +385,17 @@ export async function hotPaths(
         : {}),
     };
     result.paths[name] = row;
+    if (o.non2xx > 0) {
+      // Which answers were not 2xx (a 429 row expects them; any other row should say why).
+      const statuses: Record<string, number> = {};
+      for (const r of ourRuns) {
+        for (const [status, count] of Object.entries(r.statuses ?? {})) {
+          if (!status.startsWith("2")) statuses[status] = (statuses[status] ?? 0) + count;
+        }
+      }
+      row.ours.statuses = statuses;
+      log(`${name}: ours answered non-2xx ${JSON.stringify(statuses)}`);
+    }
     const bytes = result.exportedBytesPerRequest[name];
     log(
       `${name}: ${bytes === undefined ? "" : `${bytes} bytes exported per request; `}ours ${o.rps} req/s (p50 ${o.p50} ms, p99 ${o.p99} ms, non-2xx ${o.non2xx}) vs floor ${f.rps} req/s (p99 ${f.p99} ms) = ${row.ratio}×${batchSize ? `, ${batchSize} requests per statement` : ""}` +
