@@ -473,12 +473,11 @@ describe("traces across a Redis outage", () => {
       "the relay's hand-off",
       (s) =>
         named("botdir-vote-ingest", "webhook-deliveries publish")(s) && s.spanId === consumer.parentSpanId,
-    ).catch(() => undefined);
+    );
     const publishes = otlp
       .trace(page.traceId)
       .filter(named("botdir-vote-ingest", "webhook-deliveries publish"));
-    expect(relayed).toBeDefined();
-    expect(relayed?.attributes["error.type"]).toBeUndefined();
+    expect(relayed.attributes["error.type"]).toBeUndefined();
     // Both hand-offs are children of the vote's request: the relay continued the row's context.
     expect(publishes.every((p) => p.parentSpanId === server.spanId)).toBe(true);
   }, 180_000);

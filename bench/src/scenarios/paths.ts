@@ -73,6 +73,7 @@ export async function hotPaths(
   // other paths take bots 1 … BOTS-1, so none of their requests is answered 429.
   const nextBot = () => 1 + (rr++ % (BOTS - 1));
   let statsRr = 0;
+  let commandsRr = 0;
   /** Casting a vote on `ours`, a new user each time from `firstUser` on (each row its own range). */
   const casting = (ours: string, firstUser: bigint) => {
     let voter = 0n;
@@ -129,7 +130,20 @@ export async function hotPaths(
         };
       },
     },
-    "PUT /commands (100)": ownBot("PUT", () => "/commands", commands),
+    // The commands window is 10 a minute per token: the row takes the 10,000 tokens of POST /stats'
+    // bots in a rotation of its own (a separate window from theirs), so its answers are not 429s.
+    "PUT /commands (100)": {
+      method: "PUT",
+      ours: stack.apiUrl,
+      build: () => {
+        const bot = seeded.statsBots[commandsRr++ % seeded.statsBots.length] as { id: string; token: string };
+        return {
+          path: `/api/v1/bots/${bot.id}/commands`,
+          headers: { authorization: bot.token },
+          body: commands,
+        };
+      },
+    },
     "GET /votes?limit=100": ownBot("GET", () => "/votes?limit=100"),
     "POST /internal/v1/votes": casting(stack.ingestUrl, 3000000000001000000n),
     // Refusals: a random token each time (a pool of 10,000, none cached anywhere), and

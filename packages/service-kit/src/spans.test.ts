@@ -88,6 +88,11 @@ function exporter(options: Partial<ConstructorParameters<typeof OtlpSpanExporter
 }
 
 const hexOf = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex");
+/** Epoch nanoseconds of epoch milliseconds with a fraction, computed exactly with BigInt. */
+const exactNanos = (ms: number): bigint => {
+  const whole = Math.floor(ms);
+  return BigInt(whole) * 1_000_000n + BigInt(Math.round((ms - whole) * 1e6));
+};
 const PARENT = { traceId: newTraceId(), spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED, isRemote: true };
 
 /** Two spans: a server span continuing a remote parent, with every kind of attribute and a link; a child that failed. */
@@ -337,10 +342,8 @@ describe("ProtoWriter", () => {
     for (const ms of cases) {
       const w = new ProtoWriter(16);
       w.epochNanos(7, ms);
-      const whole = Math.floor(ms);
-      const expected = BigInt(whole) * 1_000_000n + BigInt(Math.round((ms - whole) * 1e6));
       expect(w.bytes()[0]).toBe((7 << 3) | 1);
-      expect(w.bytes().readBigUInt64LE(1)).toBe(expected);
+      expect(w.bytes().readBigUInt64LE(1)).toBe(exactNanos(ms));
     }
   });
 
@@ -378,13 +381,40 @@ describe("ProtoWriter", () => {
       return [String(s.startTimeUnixNano), String(s.endTimeUnixNano)];
     };
     for (const [start, end] of times) {
-      const expected = [start, end].map((ms) => {
-        const whole = Math.floor(ms);
-        return String(BigInt(whole) * 1_000_000n + BigInt(Math.round((ms - whole) * 1e6)));
-      });
+      const expected = [start, end].map((ms) => String(exactNanos(ms)));
       expect(await send("http/json", start, end)).toEqual(expected);
       expect(await send("http/protobuf", start, end)).toEqual(expected);
     }
+  });
+
+  it("writes ids as their bytes, lowercase or uppercase hex", () => {
+    const traces = [newTraceId(), newTraceId(), newTraceId().toUpperCase()];
+    const spans = [newSpanId(), newSpanId(), newSpanId(), newSpanId().toUpperCase()];
+    const w = new ProtoWriter(16);
+    const expected: Buffer[] = [];
+    for (let i = 0; i < 2_000; i++) {
+      const hex =
+        i % 3 === 0
+          ? (traces[Math.floor(Math.random() * traces.length)] as string)
+          : (spans[Math.floor(Math.random() * spans.length)] as string);
+      w.hexBytes(1, hex);
+      const bytes = Buffer.from(hex, "hex");
+      expected.push(Buffer.from([(1 << 3) | 2, bytes.length]), bytes);
+    }
+    expect(w.bytes().equals(Buffer.concat(expected))).toBe(true);
+  });
+
+  it("writes a kept string (names, keys) as string writes it, the first time and every time after", () => {
+    const values = ["http.request.method", "GET /api/v1/bots/:id/check", "", "ünïcode", "k".repeat(200)];
+    const kept = new ProtoWriter(16);
+    const plain = new ProtoWriter(16);
+    for (let i = 0; i < 3; i++) {
+      for (const [field, value] of values.entries()) {
+        kept.keptString(field + 1, value);
+        plain.string(field + 1, value);
+      }
+    }
+    expect(kept.bytes().equals(plain.bytes())).toBe(true);
   });
 
   it("writes a length of 128 bytes or more as a longer varint, the bytes after it intact", () => {

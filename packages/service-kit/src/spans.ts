@@ -3,7 +3,7 @@
  * OpenTelemetry SDK: a recorded span is a plain record that implements the API's `Span`, written
  * when it ends straight into the export buffer (OTLP protobuf bytes, or a JSON-ready object for
  * `http/json`), and the buffer is sent once a second (or sooner when it is large) as one
- * ExportTraceServiceRequest. The SDK's span objects, span processor and exporter cost two thirds of
+ * ExportTraceServiceRequest, by a worker thread (SENDER_SOURCE). The SDK's span objects, span processor and exporter cost two thirds of
  * what tracing added to a request (docs/performance.md, "What tracing costs"); what the apps use of
  * them is this file: names, kinds, attributes (string, number, boolean and their arrays), links, an
  * error status, parents local or remote. Span events are not recorded (the apps add none).
@@ -12,11 +12,8 @@
  * is not recorded is never made here, only its ids (trace.wrapSpanContext).
  */
 import { randomFillSync } from "node:crypto";
-import { Agent as HttpAgent, request as httpRequest } from "node:http";
-import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { performance } from "node:perf_hooks";
-import { promisify } from "node:util";
-import { gzip as gzipCallback } from "node:zlib";
+import { Worker } from "node:worker_threads";
 import type {
   Attributes,
   AttributeValue,
@@ -28,8 +25,6 @@ import type {
   TimeInput,
 } from "@opentelemetry/api";
 import { SpanStatusCode } from "@opentelemetry/api";
-
-const gzip = promisify(gzipCallback);
 
 // ---------------------------------------------------------------------------------------------
 // Ids: random bytes drawn from the OS in blocks, as lowercase hex (the API's form).
@@ -221,13 +216,17 @@ export class RecordedSpan implements Span {
 // OTLP protobuf (opentelemetry/proto/trace/v1/trace.proto, common/v1/common.proto), written by
 // hand: tags are (field << 3) | wire type; 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32.
 
-/** Hex digit → its value (lowercase and uppercase), for ids. */
-const NIBBLE = new Uint8Array(128);
-for (let i = 0; i < 10; i++) NIBBLE[48 + i] = i;
-for (let i = 0; i < 6; i++) {
-  NIBBLE[97 + i] = 10 + i;
-  NIBBLE[65 + i] = 10 + i;
+/** Two hex digits (their char codes, 7 bits each: `first << 7 | second`) → the byte they spell. */
+const HEX_PAIR = new Uint8Array(1 << 14);
+{
+  const digits: [number, number][] = [];
+  for (let i = 0; i < 10; i++) digits.push([48 + i, i]);
+  for (let i = 0; i < 6; i++) digits.push([97 + i, 10 + i], [65 + i, 10 + i]);
+  for (const [high, h] of digits) for (const [low, l] of digits) HEX_PAIR[(high << 7) | low] = h * 16 + l;
 }
+
+/** Strings whose bytes a writer keeps (span names, attribute keys: a few dozen in an app). */
+const MAX_KEPT_STRINGS = 512;
 const TWO_32 = 4294967296;
 
 /**
@@ -237,6 +236,8 @@ const TWO_32 = 4294967296;
 export class ProtoWriter {
   buf: Buffer;
   pos = 0;
+  /** keptString's strings: each one's field bytes after the tag (length and UTF-8). */
+  private readonly kept = new Map<string, Uint8Array>();
 
   constructor(size = 64 * 1024) {
     this.buf = Buffer.allocUnsafe(size);
@@ -292,7 +293,32 @@ export class ProtoWriter {
     this.pos += this.buf.write(value, this.pos, length, "utf8");
   }
 
-  /** A bytes field from lowercase hex (ids). */
+  /**
+   * A string field whose bytes the writer keeps after their first write (span names, attribute
+   * keys: written on every span, the same few dozen strings). Past MAX_KEPT_STRINGS, written as `string`.
+   */
+  keptString(field: number, value: string): void {
+    const bytes = this.kept.get(value);
+    if (bytes === undefined) {
+      const start = this.pos;
+      this.string(field, value);
+      if (this.kept.size < MAX_KEPT_STRINGS) {
+        const tagSize = varintSize((field << 3) | 2);
+        this.kept.set(value, Uint8Array.prototype.slice.call(this.buf, start + tagSize, this.pos));
+      }
+      return;
+    }
+    this.tag(field, 2);
+    const n = bytes.length;
+    this.room(n);
+    // Byte by byte: a few dozen bytes, shorter than a native copy's call.
+    const buf = this.buf;
+    let at = this.pos;
+    for (let i = 0; i < n; i++) buf[at++] = bytes[i] as number;
+    this.pos = at;
+  }
+
+  /** A bytes field from hex (ids), two digits at a time. */
   hexBytes(field: number, hex: string): void {
     const length = hex.length >>> 1;
     this.tag(field, 2);
@@ -301,8 +327,7 @@ export class ProtoWriter {
     const buf = this.buf;
     let at = this.pos;
     for (let i = 0; i < hex.length; i += 2) {
-      buf[at++] =
-        (NIBBLE[hex.charCodeAt(i) & 0x7f] as number) * 16 + (NIBBLE[hex.charCodeAt(i + 1) & 0x7f] as number);
+      buf[at++] = HEX_PAIR[((hex.charCodeAt(i) & 0x7f) << 7) | (hex.charCodeAt(i + 1) & 0x7f)] as number;
     }
     this.pos = at;
   }
@@ -438,7 +463,7 @@ function writeAttributes(w: ProtoWriter, field: number, attributes: Attributes):
     const value = attributes[key];
     if (value === undefined || value === null) continue;
     const keyValue = w.begin(field);
-    w.string(1, key);
+    w.keptString(1, key);
     const any = w.begin(2);
     writeAnyValue(w, value);
     w.end(any);
@@ -476,7 +501,7 @@ export function writeSpan(w: ProtoWriter, span: RecordedSpan): void {
   w.hexBytes(1, span.ids.traceId);
   w.hexBytes(2, span.ids.spanId);
   if (span.parentSpanId) w.hexBytes(4, span.parentSpanId);
-  w.string(5, span.name);
+  w.keptString(5, span.name);
   w.tag(6, 0);
   w.varint(span.kind + 1);
   w.epochNanos(7, span.startMs);
@@ -612,19 +637,16 @@ export class OtlpSpanExporter implements SpanSink {
   private sending: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private soon: NodeJS.Immediate | undefined;
-  private readonly agent: HttpAgent;
-  private readonly target: URL;
+  /** The thread that sends the exports (SENDER_SOURCE), started at the first one. */
+  private worker: Worker | undefined;
+  private readonly answers = new Map<number, (error: string | undefined) => void>();
+  private nextExport = 0;
   private readonly prefix: { resource: Buffer; scope: Buffer };
   private stopped = false;
   /** Spans ended and not sent because the buffer was full, and exports that failed (for tests). */
   readonly counts = { exported: 0, dropped: 0, failedExports: 0 };
 
   constructor(private readonly options: ExporterOptions) {
-    this.target = new URL(options.url);
-    this.agent =
-      this.target.protocol === "https:"
-        ? new HttpsAgent({ keepAlive: true, maxSockets: 2 })
-        : new HttpAgent({ keepAlive: true, maxSockets: 2 });
     const resource = new ProtoWriter(1024);
     const resourceAt = resource.begin(1);
     writeAttributes(resource, 1, options.resource);
@@ -741,34 +763,61 @@ export class OtlpSpanExporter implements SpanSink {
     }
   }
 
-  private async post(raw: Buffer): Promise<void> {
-    const body = this.options.gzip ? await gzip(raw) : raw;
-    const headers: Record<string, string | number> = {
-      ...this.options.headers,
-      "content-type": this.options.protocol === "http/json" ? "application/json" : "application/x-protobuf",
-      "content-length": body.length,
-      ...(this.options.gzip ? { "content-encoding": "gzip" } : {}),
-    };
-    const send = this.target.protocol === "https:" ? httpsRequest : httpRequest;
-    await new Promise<void>((resolve, reject) => {
-      const req = send(
-        this.target,
-        { method: "POST", headers, agent: this.agent, timeout: this.options.timeoutMs ?? 10_000 },
-        (res) => {
-          res.resume();
-          res.on("end", () => {
-            const status = res.statusCode ?? 0;
-            if (status >= 200 && status < 300) {
-              this.counts.exported++;
-              resolve();
-            } else reject(new Error(`the collector answered ${status}`));
-          });
-          res.on("error", reject);
+  /** The sending thread, started (or started again after it stopped) when an export needs it. */
+  private sender(): Worker {
+    if (this.worker) return this.worker;
+    const worker = new Worker(SENDER_SOURCE, {
+      eval: true,
+      workerData: {
+        url: this.options.url,
+        headers: {
+          ...this.options.headers,
+          "content-type":
+            this.options.protocol === "http/json" ? "application/json" : "application/x-protobuf",
+          ...(this.options.gzip ? { "content-encoding": "gzip" } : {}),
         },
-      );
-      req.on("timeout", () => req.destroy(new Error("the export timed out")));
-      req.on("error", reject);
-      req.end(body);
+        gzip: this.options.gzip,
+        timeoutMs: this.options.timeoutMs ?? 10_000,
+      },
+      resourceLimits: { maxOldGenerationSizeMb: 64 },
+    });
+    // Only an export in flight keeps the process alive (post refs it, the last answer unrefs).
+    worker.unref();
+    worker.on("message", (answer: { id: number; error?: string }) => {
+      const settle = this.answers.get(answer.id);
+      this.answers.delete(answer.id);
+      if (this.answers.size === 0) worker.unref();
+      settle?.(answer.error);
+    });
+    const stopped = (why: string) => {
+      if (this.worker === worker) this.worker = undefined;
+      for (const settle of this.answers.values()) settle(why);
+      this.answers.clear();
+    };
+    worker.on("error", (error) => stopped(`the export thread failed: ${error.message}`));
+    worker.on("exit", () => stopped("the export thread stopped"));
+    this.worker = worker;
+    return worker;
+  }
+
+  /**
+   * One export request, sent by the export thread: the HTTP client's objects (a request, its
+   * response, their streams) never pass through this thread's HTTP code, which V8 optimises for the
+   * server's requests alone (an export on this thread deoptimised it: docs/performance.md).
+   */
+  private post(raw: Buffer): Promise<void> {
+    const worker = this.sender();
+    const id = this.nextExport++;
+    const body = new Uint8Array(raw); // the thread's own copy (raw may share a pooled buffer)
+    return new Promise<void>((resolve, reject) => {
+      this.answers.set(id, (error) => {
+        if (error === undefined) {
+          this.counts.exported++;
+          resolve();
+        } else reject(new Error(error));
+      });
+      worker.ref();
+      worker.postMessage({ id, body }, [body.buffer]);
     });
   }
 
@@ -779,9 +828,58 @@ export class OtlpSpanExporter implements SpanSink {
     await this.flush();
     await this.sending;
     this.stopped = true;
-    this.agent.destroy();
+    await this.worker?.terminate();
   }
 }
+
+/**
+ * The export thread: POSTs each body it is handed to the collector (gzip-compressed where asked)
+ * over a keep-alive connection, and answers its id with nothing or the failure's one sentence.
+ */
+const SENDER_SOURCE = `
+const { parentPort, workerData } = require("node:worker_threads");
+const http = require("node:http");
+const https = require("node:https");
+const zlib = require("node:zlib");
+const target = new URL(workerData.url);
+const secure = target.protocol === "https:";
+const agent = new (secure ? https : http).Agent({ keepAlive: true, maxSockets: 2 });
+const send = secure ? https.request : http.request;
+parentPort.on("message", ({ id, body }) => {
+  let answered = false;
+  const answer = (error) => {
+    if (answered) return;
+    answered = true;
+    parentPort.postMessage(error === undefined ? { id } : { id, error });
+  };
+  try {
+    const raw = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+    const payload = workerData.gzip ? zlib.gzipSync(raw) : raw;
+    const req = send(
+      target,
+      {
+        method: "POST",
+        headers: { ...workerData.headers, "content-length": payload.length },
+        agent,
+        timeout: workerData.timeoutMs,
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () => {
+          const status = res.statusCode || 0;
+          answer(status >= 200 && status < 300 ? undefined : "the collector answered " + status);
+        });
+        res.on("error", (error) => answer(error.message));
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error("the export timed out")));
+    req.on("error", (error) => answer(error.message));
+    req.end(payload);
+  } catch (error) {
+    answer(error.message);
+  }
+});
+`;
 
 function lengthHeader(field: number, length: number): Buffer {
   const w = new ProtoWriter(16);

@@ -389,6 +389,7 @@ describe("exportTarget", () => {
       compression: "gzip",
       headers: { "x-key": "a b" },
       timeoutMs: 2500,
+      intervalMs: 1000,
     });
   });
 
@@ -405,6 +406,7 @@ describe("exportTarget", () => {
         OTEL_EXPORTER_OTLP_HEADERS: "a=1",
         OTEL_EXPORTER_OTLP_TRACES_HEADERS: "b=2",
         OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: 700,
+        OTEL_BSP_SCHEDULE_DELAY: 5000,
       }),
     ).toEqual({
       url: "https://traces.example/otlp/spans",
@@ -412,6 +414,7 @@ describe("exportTarget", () => {
       compression: "gzip",
       headers: { b: "2" },
       timeoutMs: 700,
+      intervalMs: 5000,
     });
   });
 
@@ -426,12 +429,16 @@ describe("exportTarget", () => {
     ).toBeUndefined();
   });
 
-  it("refuses a traces protocol or timeout that is not one, in one sentence", () => {
+  it("refuses a traces protocol, timeout or export delay that is not one, in one sentence", () => {
     expect(
       TelemetryEnvFields.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL.safeParse("grpc").error?.issues[0]?.message,
     ).toMatch(/^must be http\/protobuf or http\/json/);
     expect(TelemetryEnvFields.OTEL_EXPORTER_OTLP_TIMEOUT.safeParse("soon").success).toBe(false);
     expect(TelemetryEnvFields.OTEL_EXPORTER_OTLP_TIMEOUT.parse("1500")).toBe(1500);
+    expect(TelemetryEnvFields.OTEL_BSP_SCHEDULE_DELAY.safeParse("0").error?.issues[0]?.message).toBe(
+      "must be at least 1 millisecond",
+    );
+    expect(TelemetryEnvFields.OTEL_BSP_SCHEDULE_DELAY.parse("250")).toBe(250);
   });
 });
 

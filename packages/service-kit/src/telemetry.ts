@@ -117,6 +117,8 @@ export const TelemetryEnvFields = {
   /** One export request's deadline in milliseconds (default 10000). */
   OTEL_EXPORTER_OTLP_TIMEOUT: timeoutMs(),
   OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: timeoutMs(),
+  /** Milliseconds between two exports of the buffered spans (default 1000; sooner past 512 KiB). */
+  OTEL_BSP_SCHEDULE_DELAY: timeoutMs(),
   OTEL_TRACES_SAMPLER: z
     .enum(SAMPLERS, { error: `must be one of ${SAMPLERS.join(", ")}` })
     .default("parentbased_always_on"),
@@ -147,6 +149,7 @@ export interface TelemetryEnv {
   OTEL_EXPORTER_OTLP_TRACES_HEADERS?: string | undefined;
   OTEL_EXPORTER_OTLP_TIMEOUT?: number | undefined;
   OTEL_EXPORTER_OTLP_TRACES_TIMEOUT?: number | undefined;
+  OTEL_BSP_SCHEDULE_DELAY?: number | undefined;
   OTEL_TRACES_SAMPLER: (typeof SAMPLERS)[number];
   OTEL_TRACES_SAMPLER_ARG: number;
   OTEL_SDK_DISABLED: boolean;
@@ -194,6 +197,7 @@ export function startTelemetry(env: TelemetryEnv): Telemetry {
         gzip: to.compression === "gzip",
         headers: to.headers,
         timeoutMs: to.timeoutMs,
+        intervalMs: to.intervalMs,
         resource: {
           "telemetry.sdk.language": "nodejs",
           "telemetry.sdk.name": "botdir",
@@ -251,6 +255,7 @@ export function exportTarget(env: TelemetryEnv):
       compression: "gzip" | "none";
       headers: Record<string, string>;
       timeoutMs: number;
+      intervalMs: number;
     }
   | undefined {
   if (env.OTEL_SDK_DISABLED) return undefined;
@@ -265,6 +270,7 @@ export function exportTarget(env: TelemetryEnv):
     compression: env.OTEL_EXPORTER_OTLP_TRACES_COMPRESSION ?? env.OTEL_EXPORTER_OTLP_COMPRESSION ?? "none",
     headers: headers ? (parseKeyValues(headers) ?? {}) : {},
     timeoutMs: env.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT ?? env.OTEL_EXPORTER_OTLP_TIMEOUT ?? 10_000,
+    intervalMs: env.OTEL_BSP_SCHEDULE_DELAY ?? 1_000,
   };
 }
 
@@ -370,8 +376,14 @@ function recordingDecision(env: TelemetryEnv, on: boolean): typeof records {
  */
 const botdirTracerImpl: Tracer = {
   startSpan(name: string, options: SpanOptions = {}, ctx: Context = contexts.active()): Span {
-    const given = options.root ? undefined : trace.getSpanContext(ctx);
-    const parent = given && isSpanContextValid(given) ? given : undefined;
+    const parentSpan = options.root ? undefined : trace.getSpan(ctx);
+    // A recorded parent's ids are ours, valid as made: only another span's are checked.
+    let parent: SpanContext | undefined;
+    if (parentSpan instanceof RecordedSpan) parent = parentSpan.ids;
+    else {
+      const given = parentSpan?.spanContext();
+      parent = given && isSpanContextValid(given) ? given : undefined;
+    }
     let traceId: string;
     if (parent) traceId = parent.traceId;
     else {

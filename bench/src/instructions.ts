@@ -1,0 +1,305 @@
+/**
+ * Instructions per request, counted by valgrind's callgrind: what tracing adds to `GET /check` and to
+ * casting a vote, in a measure that does not move with the host (`pnpm --filter @botdir/bench
+ * instructions`; docs/performance.md "What tracing costs"). CPU time per request on this shared
+ * host moves ±10 % from round to round between two processes of one build; an instruction count of
+ * the same requests on the same build repeats within about 1 %.
+ *
+ * For each variant (tracing off; exporting with the sampler at 0, 0.001, 0.1 and always_on), an API
+ * (or a vote-ingest) bundle is started under `valgrind --tool=callgrind` with instrumentation off,
+ * warmed with INSTR_WARM requests (so V8 has optimised the path, as in production), then counts
+ * INSTR_N requests (`callgrind_control -i on`, then `-d`): every instruction of the process, its
+ * threads (GC, the JIT) included. The exports go to bench/src/otlp-sink.ts; under valgrind a second
+ * is ≈ 50–100 × fewer requests than at full speed, so each variant is counted twice: with exports
+ * once a second (OTEL_BSP_SCHEDULE_DELAY=1000, as production) and once every 10 minutes (none in
+ * the window but those the buffer's size triggers), and the report gives both and the instructions
+ * of one timed export.
+ *
+ * Env: BENCH_NODE (the apps' Node, as `pnpm bench`), INSTR_N (4,000), INSTR_WARM (6,000), INSTR_C
+ * (connections, 8), INSTR_ROUNDS (1), INSTR_ONLY (comma-separated variant names), INSTR_PATHS
+ * (`check,cast`), INSTR_KEEP (a folder: the callgrind files kept there), INSTR_NODE_ARGS (more Node
+ * flags, e.g. --perf-basic-prof to name JIT code), INSTR_VALGRIND_ARGS (e.g. `--cache-sim=yes --branch-sim=yes`).
+ */
+import { execFileSync, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { hashToken, migrate } from "@botdir/db";
+import { withDatabase } from "@botdir/db/testing";
+import autocannon from "autocannon";
+import pg from "pg";
+import { startOtlpSink } from "./otlp-sink.js";
+import {
+  APP_NODE,
+  appEntry,
+  appEnv,
+  appNodeArgs,
+  appNodeVersion,
+  freePort,
+  ROOT,
+  startRedisServer,
+  waitForHttp,
+} from "./procs.js";
+import { botId, log, userId } from "./stack.js";
+
+const N = Number(process.env.INSTR_N ?? 4_000);
+const WARM = Number(process.env.INSTR_WARM ?? 6_000);
+const CONNECTIONS = Number(process.env.INSTR_C ?? 8);
+const ROUNDS = Number(process.env.INSTR_ROUNDS ?? 1);
+const BOTS = 200;
+const BASE_DB = process.env.DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
+
+interface Variant {
+  name: string;
+  env: Record<string, string>;
+}
+
+const exporting = (sampler: string, arg: string, delayMs: number, url: string): Record<string, string> => ({
+  OTEL_EXPORTER_OTLP_ENDPOINT: url,
+  OTEL_TRACES_SAMPLER: sampler,
+  OTEL_TRACES_SAMPLER_ARG: arg,
+  OTEL_BSP_SCHEDULE_DELAY: String(delayMs),
+});
+
+function variants(sinkUrl: string): Variant[] {
+  const all: Variant[] = [{ name: "off", env: {} }];
+  for (const [name, sampler, arg] of [
+    ["ratio 0", "parentbased_traceidratio", "0"],
+    ["ratio 0.001", "parentbased_traceidratio", "0.001"],
+    ["ratio 0.1", "parentbased_traceidratio", "0.1"],
+    ["always_on", "always_on", "1"],
+  ] as const) {
+    all.push({ name: `${name} (export every 1 s)`, env: exporting(sampler, arg, 1_000, sinkUrl) });
+    all.push({ name: `${name} (export every 600 s)`, env: exporting(sampler, arg, 600_000, sinkUrl) });
+  }
+  const only = process.env.INSTR_ONLY?.split(",").map((s) => s.trim());
+  return only ? all.filter((v) => only.some((o) => v.name.startsWith(o))) : all;
+}
+
+async function main(): Promise<void> {
+  const redis = await startRedisServer();
+  const dbName = `botdir_instr_${Date.now().toString(36)}`;
+  const dbUrl = withDatabase(BASE_DB, dbName);
+  const admin = new pg.Client({ connectionString: withDatabase(BASE_DB, "postgres") });
+  await admin.connect();
+  const sink = await startOtlpSink();
+  // INSTR_KEEP=<dir> keeps the callgrind files there (callgrind_annotate reads them).
+  const outDir = process.env.INSTR_KEEP ?? path.join(tmpdir(), `botdir-instr-${process.pid}`);
+  mkdirSync(outDir, { recursive: true });
+  try {
+    await migrate(dbUrl);
+    const client = new pg.Client({ connectionString: dbUrl });
+    await client.connect();
+    const bots = Array.from({ length: BOTS }, (_, i) => ({
+      id: botId(i),
+      token: randomBytes(32).toString("base64url"),
+    }));
+    await client.query(
+      `INSERT INTO bots (id, status, token_hash, approved_at, server_count)
+       SELECT id, 'approved', hash, now(), 1 FROM unnest($1::text[], $2::text[]) AS t(id, hash)`,
+      [bots.map((b) => b.id), bots.map((b) => hashToken(b.token))],
+    );
+    await client.query(
+      `INSERT INTO vote_log (bot_id, user_id, voted_at)
+       SELECT id, '${userId(1)}', now() - interval '1 minute' FROM bots`,
+    );
+    await client.query(
+      `INSERT INTO vote_windows (bot_id, user_id, voted_at, vote_id)
+       SELECT bot_id, user_id, voted_at, id FROM vote_log`,
+    );
+    await client.query("ANALYZE");
+    await client.end();
+    const internalKey = randomBytes(24).toString("base64url");
+    const env = {
+      ...appEnv(
+        { dbUrl, redisUrl: redis.url, internalKey, encryptionKey: randomBytes(32).toString("hex") },
+        "info",
+      ),
+    };
+    const paths = (process.env.INSTR_PATHS ?? "check,cast").split(",");
+    const entries = {
+      check: appEntry("apps/api/src/main.ts"),
+      cast: appEntry("apps/vote-ingest/src/main.ts"),
+    };
+    log(
+      `callgrind: ${N} requests counted after ${WARM} warm-up ones, ${CONNECTIONS} connections, Node ${appNodeVersion()}`,
+    );
+    let voter = 300000000000000000n;
+    let rr = 0;
+    const results: Record<
+      string,
+      { variant: string; round: number; perRequest: number; mainPerRequest: number; exports: number }[]
+    > = {};
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const which of paths) {
+        for (const variant of variants(sink.url)) {
+          const port = await freePort();
+          const metricsPort = await freePort();
+          const out = path.join(
+            outDir,
+            `${which}-${round}-${variant.name.replace(/[^a-z0-9.]+/gi, "_")}.out`,
+          );
+          const child = spawn(
+            "valgrind",
+            [
+              "--tool=callgrind",
+              "--instr-atstart=no",
+              "--separate-threads=yes",
+              ...(process.env.INSTR_VALGRIND_ARGS?.split(" ").filter(Boolean) ?? []),
+              `--callgrind-out-file=${out}`,
+              APP_NODE,
+              ...appNodeArgs(),
+              ...(process.env.INSTR_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
+              path.resolve(ROOT, which === "check" ? entries.check : entries.cast),
+            ],
+            {
+              cwd: ROOT,
+              env: {
+                ...process.env,
+                ...env,
+                ...variant.env,
+                API_PORT: String(port),
+                INGEST_PORT: String(port),
+                METRICS_PORT: String(metricsPort),
+              },
+              stdio: ["ignore", "ignore", "pipe"],
+            },
+          );
+          let stderr = "";
+          child.stderr?.on("data", (c) => {
+            stderr = (stderr + c).slice(-4000);
+          });
+          try {
+            await waitForHttp(
+              `http://127.0.0.1:${port}${which === "check" ? "/api/health" : "/health"}`,
+              300_000,
+            );
+            const url = `http://127.0.0.1:${port}`;
+            const request =
+              which === "check"
+                ? () => {
+                    const bot = bots[rr++ % BOTS] as { id: string; token: string };
+                    return {
+                      method: "GET" as const,
+                      path: `/api/v1/bots/${bot.id}/check?userId=${userId(1 + (rr % 2))}`,
+                      headers: { authorization: bot.token },
+                    };
+                  }
+                : () => ({
+                    method: "POST" as const,
+                    path: "/internal/v1/votes",
+                    headers: { authorization: internalKey, "content-type": "application/json" },
+                    body: `{"bot_id":"${botId(rr++ % BOTS)}","user_id":"${voter++}"}`,
+                  });
+            const drive = async (amount: number) => {
+              const result = await autocannon({
+                url,
+                connections: CONNECTIONS,
+                amount,
+                timeout: 120,
+                requests: [{ setupRequest: (req) => ({ ...req, ...request() }) }],
+              });
+              const ok = result["2xx"];
+              if (ok !== amount)
+                throw new Error(
+                  `${ok} of ${amount} answered 2xx (statuses ${JSON.stringify(result.statusCodeStats)})`,
+                );
+            };
+            await drive(WARM);
+            const before = sink.received().exports;
+            execFileSync("callgrind_control", ["-i", "on", String(child.pid)], { stdio: "ignore" });
+            await drive(N);
+            execFileSync("callgrind_control", ["-d", String(child.pid)], { stdio: "ignore" });
+            const exports = sink.received().exports - before;
+            // One file per thread: -01 is the main thread (the requests' JavaScript, the young
+            // generation's collections); the others are V8's (the JIT, concurrent marking) and libuv's.
+            const files = readdirSync(outDir).filter((f) => f.startsWith(`${path.basename(out)}.1-`));
+            const counts = files.map((f) => ({
+              main: f.endsWith("-01"),
+              n: Number(/^summary: (\d+)/m.exec(readFileSync(path.join(outDir, f), "utf8"))?.[1] ?? 0),
+            }));
+            const total = counts.reduce((sum, c) => sum + c.n, 0);
+            const mainThread = counts.find((c) => c.main)?.n ?? 0;
+            const mainFile = files.find((f) => f.endsWith("-01"));
+            if (process.env.INSTR_VALGRIND_ARGS && mainFile) {
+              // With --cache-sim or --branch-sim: the main thread's events and their totals.
+              const text = readFileSync(path.join(outDir, mainFile), "utf8");
+              log(
+                `${which} ${variant.name}: main thread ${/^events: (.*)$/m.exec(text)?.[1]} = ${/^summary: (.*)$/m.exec(text)?.[1]}`,
+              );
+            }
+            const perRequest = Math.round(total / N);
+            const mainPerRequest = Math.round(mainThread / N);
+            results[which] = results[which] ?? [];
+            results[which].push({
+              variant: variant.name,
+              round,
+              perRequest,
+              mainPerRequest,
+              exports,
+            });
+            log(
+              `${which} ${variant.name}: ${perRequest} instructions per request, ${mainPerRequest} on the main thread (${exports} exports in the window; pid ${child.pid})`,
+            );
+          } catch (error) {
+            throw new Error(`${which} ${variant.name}: ${(error as Error).message}\n${stderr}`);
+          } finally {
+            child.kill("SIGKILL");
+            await new Promise((resolve) => child.once("exit", resolve));
+          }
+        }
+      }
+    }
+    const report: Record<string, unknown> = {
+      when: new Date().toISOString(),
+      node: appNodeVersion(),
+      n: N,
+      warm: WARM,
+    };
+    for (const [which, rows] of Object.entries(results)) {
+      const median = (name: string, of: "perRequest" | "mainPerRequest") => {
+        const values = rows
+          .filter((r) => r.variant === name)
+          .map((r) => r[of])
+          .sort((a, b) => a - b);
+        return values[Math.floor(values.length / 2)] as number;
+      };
+      const names = [...new Set(rows.map((r) => r.variant))];
+      const ratio = (name: string, of: "perRequest" | "mainPerRequest") =>
+        Number((median(name, of) / median("off", of)).toFixed(3));
+      report[which] = Object.fromEntries(
+        names.map((name) => [
+          name,
+          {
+            mainThread: median(name, "mainPerRequest"),
+            mainThreadRatio: ratio(name, "mainPerRequest"),
+            allThreads: median(name, "perRequest"),
+            allThreadsRatio: ratio(name, "perRequest"),
+          },
+        ]),
+      );
+      for (const name of names)
+        log(
+          `${which}: ${name} ÷ off = ${ratio(name, "mainPerRequest")} on the main thread, ${ratio(name, "perRequest")} in all threads`,
+        );
+    }
+    const file = path.join(
+      ROOT,
+      "bench/results/runs/partial",
+      `instructions-${new Date().toISOString().replace(/[:.]/g, "-")}.json`,
+    );
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, `${JSON.stringify({ ...report, rows: results }, null, 2)}\n`);
+    log(`wrote ${path.relative(ROOT, file)}`);
+  } finally {
+    if (!process.env.INSTR_KEEP) rmSync(outDir, { recursive: true, force: true });
+    await sink.close();
+    await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`).catch(() => {});
+    await admin.end();
+    await redis.stop();
+  }
+}
+
+await main();
+process.exit(0);
