@@ -206,6 +206,38 @@ describe("OtlpSpanExporter, http/protobuf", () => {
     expect(request.resourceSpans[0]?.scopeSpans[0]?.spans).toHaveLength(2);
   });
 
+  it("when exports are sent from this thread (a command's), then the collector gets the same request as from the export thread, and a refusal is reported alike", async () => {
+    const sent: Received[] = [];
+    for (const exportThread of [true, false]) {
+      const problems: string[] = [];
+      const sink = exporter({ exportThread, gzip: true, onProblem: (p) => problems.push(p.detail) });
+      const { server } = endTwoSpans(sink);
+      await sink.flush();
+      sent.push(received.pop() as Received);
+      expect(server.spanContext().traceId).toBe(PARENT.traceId);
+      answer = 500;
+      endTwoSpans(sink);
+      await sink.flush();
+      answer = 200;
+      expect(problems).toEqual(["the collector answered 500"]);
+      expect(sink.counts).toMatchObject({ exported: 1, failedExports: 1 });
+    }
+    const [thread, here] = sent as [Received, Received];
+    const decode = (r: Received) => OTLP.toObject(OTLP.decode(gunzipSync(r.body)), { longs: String });
+    // The spans differ only in their ids and times: compare the requests' shapes and headers.
+    const shape = (r: Received) =>
+      JSON.stringify(decode(r), (key, value) =>
+        ["traceId", "spanId", "parentSpanId", "startTimeUnixNano", "endTimeUnixNano"].includes(key)
+          ? "·"
+          : value,
+      );
+    expect(shape(here)).toBe(shape(thread));
+    for (const header of ["content-type", "content-encoding", "x-api-key"]) {
+      expect(here.headers[header]).toBe(thread.headers[header]);
+    }
+    expect(Number(here.headers["content-length"])).toBe(here.body.length);
+  });
+
   it("when nothing ended since the last export, then nothing is sent", async () => {
     const sink = exporter();
     await sink.flush();

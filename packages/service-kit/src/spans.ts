@@ -12,8 +12,11 @@
  * is not recorded is never made here, only its ids (trace.wrapSpanContext).
  */
 import { randomFillSync } from "node:crypto";
+import { Agent as HttpAgent, request as httpRequest } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { performance } from "node:perf_hooks";
 import { Worker } from "node:worker_threads";
+import { gzipSync } from "node:zlib";
 import type {
   Attributes,
   AttributeValue,
@@ -621,6 +624,12 @@ export interface ExporterOptions {
   maxBufferedBytes?: number;
   /** One export's deadline (OTEL_EXPORTER_OTLP_TIMEOUT's default, 10 s). */
   timeoutMs?: number;
+  /**
+   * Whether exports are sent by a worker thread (default true: a server's HTTP code stays optimised
+   * for its own requests). A short-lived command sends its one export itself, sooner than a thread
+   * starts.
+   */
+  exportThread?: boolean;
   /** Told when an export fails or spans are dropped (never with headers or bodies). */
   onProblem?: (what: { kind: "export_failed" | "spans_dropped"; detail: string; count: number }) => void;
 }
@@ -806,6 +815,7 @@ export class OtlpSpanExporter implements SpanSink {
    * server's requests alone (an export on this thread deoptimised it: docs/performance.md).
    */
   private post(raw: Buffer): Promise<void> {
+    if (this.options.exportThread === false) return this.postHere(raw);
     const worker = this.sender();
     const id = this.nextExport++;
     const body = new Uint8Array(raw); // the thread's own copy (raw may share a pooled buffer)
@@ -821,6 +831,44 @@ export class OtlpSpanExporter implements SpanSink {
     });
   }
 
+  private agent: HttpAgent | undefined;
+
+  /** One export request sent from this thread (exportThread false): SENDER_SOURCE's steps. */
+  private postHere(raw: Buffer): Promise<void> {
+    const target = new URL(this.options.url);
+    const secure = target.protocol === "https:";
+    this.agent ??= secure
+      ? new HttpsAgent({ keepAlive: true, maxSockets: 2 })
+      : new HttpAgent({ keepAlive: true, maxSockets: 2 });
+    const body = this.options.gzip ? gzipSync(raw) : raw;
+    const headers = {
+      ...this.options.headers,
+      "content-type": this.options.protocol === "http/json" ? "application/json" : "application/x-protobuf",
+      ...(this.options.gzip ? { "content-encoding": "gzip" } : {}),
+      "content-length": body.length,
+    };
+    return new Promise<void>((resolve, reject) => {
+      const req = (secure ? httpsRequest : httpRequest)(
+        target,
+        { method: "POST", headers, agent: this.agent, timeout: this.options.timeoutMs ?? 10_000 },
+        (res) => {
+          res.resume();
+          res.on("end", () => {
+            const status = res.statusCode ?? 0;
+            if (status >= 200 && status < 300) {
+              this.counts.exported++;
+              resolve();
+            } else reject(new Error(`the collector answered ${status}`));
+          });
+          res.on("error", reject);
+        },
+      );
+      req.on("timeout", () => req.destroy(new Error("the export timed out")));
+      req.on("error", reject);
+      req.end(body);
+    });
+  }
+
   /** Sends what is buffered and stops (the apps' last shutdown step). */
   async shutdown(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
@@ -828,6 +876,7 @@ export class OtlpSpanExporter implements SpanSink {
     await this.flush();
     await this.sending;
     this.stopped = true;
+    this.agent?.destroy();
     await this.worker?.terminate();
   }
 }

@@ -182,7 +182,13 @@ type ProblemReporter = (fields: Record<string, string | number>, msg: string) =>
  * and the tracer provider (spans.ts: recorded spans as plain records, written to OTLP as they end).
  * Call once, first thing in main.ts.
  */
-export function startTelemetry(env: TelemetryEnv): Telemetry {
+export function startTelemetry(
+  env: TelemetryEnv,
+  options: {
+    /** false for a short-lived command: its one export is sent at once, without a worker thread. */
+    exportThread?: boolean;
+  } = {},
+): Telemetry {
   const manager = new AsyncLocalStorageContextManager().enable();
   // Ours is the one registered unless another was first (a second start in one process: tests).
   if (context.setGlobalContextManager(manager)) contexts = manager;
@@ -198,6 +204,7 @@ export function startTelemetry(env: TelemetryEnv): Telemetry {
         headers: to.headers,
         timeoutMs: to.timeoutMs,
         intervalMs: to.intervalMs,
+        exportThread: options.exportThread ?? true,
         resource: {
           "telemetry.sdk.language": "nodejs",
           "telemetry.sdk.name": "botdir",

@@ -283,7 +283,8 @@ export async function runBotctl(
   let db: Db | undefined;
   try {
     const env = loadCliEnv(source);
-    telemetry ??= startTelemetry(env);
+    // A command exports once, as it ends: sent from this thread, with no worker to start first.
+    telemetry ??= startTelemetry(env, { exportThread: false });
     db = createDb({
       url: env.DATABASE_URL,
       directUrl: env.DATABASE_DIRECT_URL ?? env.DATABASE_URL,
