@@ -12,11 +12,8 @@
  * is not recorded is never made here, only its ids (trace.wrapSpanContext).
  */
 import { randomFillSync } from "node:crypto";
-import { Agent as HttpAgent, request as httpRequest } from "node:http";
-import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { performance } from "node:perf_hooks";
 import { Worker } from "node:worker_threads";
-import { gzipSync } from "node:zlib";
 import type {
   Attributes,
   AttributeValue,
@@ -648,6 +645,8 @@ export class OtlpSpanExporter implements SpanSink {
   private soon: NodeJS.Immediate | undefined;
   /** The thread that sends the exports (SENDER_SOURCE), started at the first one. */
   private worker: Worker | undefined;
+  /** MAKE_SENDER's sender on this thread (exportThread false), made at the first export. */
+  private here: { send(body: Uint8Array): Promise<string | undefined>; close(): void } | undefined;
   private readonly answers = new Map<number, (error: string | undefined) => void>();
   private nextExport = 0;
   private readonly prefix: { resource: Buffer; scope: Buffer };
@@ -777,17 +776,7 @@ export class OtlpSpanExporter implements SpanSink {
     if (this.worker) return this.worker;
     const worker = new Worker(SENDER_SOURCE, {
       eval: true,
-      workerData: {
-        url: this.options.url,
-        headers: {
-          ...this.options.headers,
-          "content-type":
-            this.options.protocol === "http/json" ? "application/json" : "application/x-protobuf",
-          ...(this.options.gzip ? { "content-encoding": "gzip" } : {}),
-        },
-        gzip: this.options.gzip,
-        timeoutMs: this.options.timeoutMs ?? 10_000,
-      },
+      workerData: this.senderConfig(),
       resourceLimits: { maxOldGenerationSizeMb: 64 },
     });
     // Only an export in flight keeps the process alive (post refs it, the last answer unrefs).
@@ -831,42 +820,23 @@ export class OtlpSpanExporter implements SpanSink {
     });
   }
 
-  private agent: HttpAgent | undefined;
-
-  /** One export request sent from this thread (exportThread false): SENDER_SOURCE's steps. */
-  private postHere(raw: Buffer): Promise<void> {
-    const target = new URL(this.options.url);
-    const secure = target.protocol === "https:";
-    this.agent ??= secure
-      ? new HttpsAgent({ keepAlive: true, maxSockets: 2 })
-      : new HttpAgent({ keepAlive: true, maxSockets: 2 });
-    const body = this.options.gzip ? gzipSync(raw) : raw;
-    const headers = {
-      ...this.options.headers,
-      "content-type": this.options.protocol === "http/json" ? "application/json" : "application/x-protobuf",
-      ...(this.options.gzip ? { "content-encoding": "gzip" } : {}),
-      "content-length": body.length,
+  /** MAKE_SENDER's settings: where, with which headers, compressed or not, within what time. */
+  private senderConfig(): SenderConfig {
+    return {
+      url: this.options.url,
+      headers: this.options.headers,
+      json: this.options.protocol === "http/json",
+      gzip: this.options.gzip,
+      timeoutMs: this.options.timeoutMs ?? 10_000,
     };
-    return new Promise<void>((resolve, reject) => {
-      const req = (secure ? httpsRequest : httpRequest)(
-        target,
-        { method: "POST", headers, agent: this.agent, timeout: this.options.timeoutMs ?? 10_000 },
-        (res) => {
-          res.resume();
-          res.on("end", () => {
-            const status = res.statusCode ?? 0;
-            if (status >= 200 && status < 300) {
-              this.counts.exported++;
-              resolve();
-            } else reject(new Error(`the collector answered ${status}`));
-          });
-          res.on("error", reject);
-        },
-      );
-      req.on("timeout", () => req.destroy(new Error("the export timed out")));
-      req.on("error", reject);
-      req.end(body);
-    });
+  }
+
+  /** One export request sent from this thread (exportThread false), by the export thread's code. */
+  private async postHere(raw: Buffer): Promise<void> {
+    this.here ??= (new Function(`return ${MAKE_SENDER}`)() as MakeSender)(this.senderConfig());
+    const error = await this.here.send(raw);
+    if (error !== undefined) throw new Error(error);
+    this.counts.exported++;
   }
 
   /** Sends what is buffered and stops (the apps' last shutdown step). */
@@ -876,57 +846,83 @@ export class OtlpSpanExporter implements SpanSink {
     await this.flush();
     await this.sending;
     this.stopped = true;
-    this.agent?.destroy();
+    this.here?.close();
     await this.worker?.terminate();
   }
 }
 
+interface SenderConfig {
+  url: string;
+  headers: Record<string, string>;
+  /** OTLP JSON (else protobuf). */
+  json: boolean;
+  gzip: boolean;
+  timeoutMs: number;
+}
+type MakeSender = (config: SenderConfig) => {
+  send(body: Uint8Array): Promise<string | undefined>;
+  close(): void;
+};
+
 /**
- * The export thread: POSTs each body it is handed to the collector (gzip-compressed where asked)
- * over a keep-alive connection, and answers its id with nothing or the failure's one sentence.
+ * The export's sender, as source (it runs in the export thread, and on this thread for a
+ * command): POSTs each body to the collector (gzip-compressed where asked) over a keep-alive
+ * connection, and resolves with nothing or the failure's one sentence. Plain JavaScript that reaches
+ * Node's modules through process.getBuiltinModule, so it runs wherever it is evaluated.
  */
+const MAKE_SENDER = `(config) => {
+  const http = process.getBuiltinModule("node:http");
+  const https = process.getBuiltinModule("node:https");
+  const zlib = process.getBuiltinModule("node:zlib");
+  const target = new URL(config.url);
+  const secure = target.protocol === "https:";
+  const agent = new (secure ? https : http).Agent({ keepAlive: true, maxSockets: 2 });
+  const request = secure ? https.request : http.request;
+  const headers = {
+    ...config.headers,
+    "content-type": config.json ? "application/json" : "application/x-protobuf",
+    ...(config.gzip ? { "content-encoding": "gzip" } : {}),
+  };
+  const send = (body) =>
+    new Promise((resolve) => {
+      let answered = false;
+      const answer = (error) => {
+        if (answered) return;
+        answered = true;
+        resolve(error);
+      };
+      try {
+        const raw = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+        const payload = config.gzip ? zlib.gzipSync(raw) : raw;
+        const req = request(
+          target,
+          { method: "POST", headers: { ...headers, "content-length": payload.length }, agent, timeout: config.timeoutMs },
+          (res) => {
+            res.resume();
+            res.on("end", () => {
+              const status = res.statusCode || 0;
+              answer(status >= 200 && status < 300 ? undefined : "the collector answered " + status);
+            });
+            res.on("error", (error) => answer(error.message));
+          },
+        );
+        req.on("timeout", () => req.destroy(new Error("the export timed out")));
+        req.on("error", (error) => answer(error.message));
+        req.end(payload);
+      } catch (error) {
+        answer(error.message);
+      }
+    });
+  return { send, close: () => agent.destroy() };
+}`;
+
+/** The export thread: MAKE_SENDER's sender, answering each body's id with nothing or the failure. */
 const SENDER_SOURCE = `
 const { parentPort, workerData } = require("node:worker_threads");
-const http = require("node:http");
-const https = require("node:https");
-const zlib = require("node:zlib");
-const target = new URL(workerData.url);
-const secure = target.protocol === "https:";
-const agent = new (secure ? https : http).Agent({ keepAlive: true, maxSockets: 2 });
-const send = secure ? https.request : http.request;
-parentPort.on("message", ({ id, body }) => {
-  let answered = false;
-  const answer = (error) => {
-    if (answered) return;
-    answered = true;
-    parentPort.postMessage(error === undefined ? { id } : { id, error });
-  };
-  try {
-    const raw = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-    const payload = workerData.gzip ? zlib.gzipSync(raw) : raw;
-    const req = send(
-      target,
-      {
-        method: "POST",
-        headers: { ...workerData.headers, "content-length": payload.length },
-        agent,
-        timeout: workerData.timeoutMs,
-      },
-      (res) => {
-        res.resume();
-        res.on("end", () => {
-          const status = res.statusCode || 0;
-          answer(status >= 200 && status < 300 ? undefined : "the collector answered " + status);
-        });
-        res.on("error", (error) => answer(error.message));
-      },
-    );
-    req.on("timeout", () => req.destroy(new Error("the export timed out")));
-    req.on("error", (error) => answer(error.message));
-    req.end(payload);
-  } catch (error) {
-    answer(error.message);
-  }
+const { send } = (${MAKE_SENDER})(workerData);
+parentPort.on("message", async ({ id, body }) => {
+  const error = await send(body);
+  parentPort.postMessage(error === undefined ? { id } : { id, error });
 });
 `;
 
