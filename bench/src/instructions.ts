@@ -25,11 +25,12 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { hashToken, migrate } from "@botdir/db";
+import { migrate } from "@botdir/db";
 import { withDatabase } from "@botdir/db/testing";
-import autocannon from "autocannon";
 import pg from "pg";
+import { load } from "./load.js";
 import { startOtlpSink } from "./otlp-sink.js";
+import { insertTokenBots } from "./pipeline.js";
 import {
   APP_NODE,
   appEntry,
@@ -91,14 +92,9 @@ async function main(): Promise<void> {
     await migrate(dbUrl);
     const client = new pg.Client({ connectionString: dbUrl });
     await client.connect();
-    const bots = Array.from({ length: BOTS }, (_, i) => ({
-      id: botId(i),
-      token: randomBytes(32).toString("base64url"),
-    }));
-    await client.query(
-      `INSERT INTO bots (id, status, token_hash, approved_at, server_count)
-       SELECT id, 'approved', hash, now(), 1 FROM unnest($1::text[], $2::text[]) AS t(id, hash)`,
-      [bots.map((b) => b.id), bots.map((b) => hashToken(b.token))],
+    const bots = await insertTokenBots(
+      client,
+      Array.from({ length: BOTS }, (_, i) => botId(i)),
     );
     await client.query(
       `INSERT INTO vote_log (bot_id, user_id, voted_at)
@@ -176,34 +172,36 @@ async function main(): Promise<void> {
               300_000,
             );
             const url = `http://127.0.0.1:${port}`;
+            const method = which === "check" ? ("GET" as const) : ("POST" as const);
             const request =
               which === "check"
                 ? () => {
                     const bot = bots[rr++ % BOTS] as { id: string; token: string };
                     return {
-                      method: "GET" as const,
                       path: `/api/v1/bots/${bot.id}/check?userId=${userId(1 + (rr % 2))}`,
                       headers: { authorization: bot.token },
                     };
                   }
                 : () => ({
-                    method: "POST" as const,
                     path: "/internal/v1/votes",
-                    headers: { authorization: internalKey, "content-type": "application/json" },
+                    headers: { authorization: internalKey },
                     body: `{"bot_id":"${botId(rr++ % BOTS)}","user_id":"${voter++}"}`,
                   });
             const drive = async (amount: number) => {
-              const result = await autocannon({
+              // `amount` requests, however long they take under valgrind (the duration is a bound only).
+              const result = await load({
                 url,
-                connections: CONNECTIONS,
+                method,
+                durationS: 3_600,
                 amount,
-                timeout: 120,
-                requests: [{ setupRequest: (req) => ({ ...req, ...request() }) }],
+                connections: CONNECTIONS,
+                timeoutS: 120,
+                request,
               });
-              const ok = result["2xx"];
-              if (ok !== amount)
+              const ok = result.total - result.non2xx;
+              if (ok !== amount || result.errors > 0)
                 throw new Error(
-                  `${ok} of ${amount} answered 2xx (statuses ${JSON.stringify(result.statusCodeStats)})`,
+                  `${ok} of ${amount} answered 2xx, ${result.errors} failed (statuses ${JSON.stringify(result.statuses)})`,
                 );
             };
             await drive(WARM);

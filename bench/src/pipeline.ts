@@ -3,6 +3,8 @@
  * → dispatcher → receiver, every app on this box) share: their bots, the delivery history seeded
  * before `ANALYZE`, and percentiles.
  */
+import { randomBytes } from "node:crypto";
+import { hashToken } from "@botdir/db";
 import type pg from "pg";
 import type { Receiver } from "./receiver.js";
 
@@ -19,6 +21,20 @@ export function percentile(values: number[], p: number): number {
 
 export const median = (xs: number[]) => percentile(xs, 50);
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Approved bots `ids` with a fresh token each (server count 1), in one statement: their ids and tokens. */
+export async function insertTokenBots(
+  client: pg.Client,
+  ids: string[],
+): Promise<{ id: string; token: string }[]> {
+  const bots = ids.map((id) => ({ id, token: randomBytes(32).toString("base64url") }));
+  await client.query(
+    `INSERT INTO bots (id, status, token_hash, approved_at, server_count)
+     SELECT id, 'approved', hash, now(), 1 FROM unnest($1::text[], $2::text[]) AS t(id, hash)`,
+    [bots.map((b) => b.id), bots.map((b) => hashToken(b.token))],
+  );
+  return bots;
+}
 
 /** Bots of the two scenarios, inserted in one statement each. */
 export async function seedPipelineBots(

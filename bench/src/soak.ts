@@ -20,10 +20,10 @@ import { randomBytes } from "node:crypto";
 import { createWriteStream, readFileSync } from "node:fs";
 import { Agent, request as httpRequest } from "node:http";
 import path from "node:path";
-import { createSecretBox, hashToken } from "@botdir/db";
+import { createSecretBox } from "@botdir/db";
 import { withDatabase } from "@botdir/db/testing";
 import pg from "pg";
-import { percentile, seedDeliveryHistory, sleep } from "./pipeline.js";
+import { insertTokenBots, percentile, seedDeliveryHistory, sleep } from "./pipeline.js";
 import {
   cpuSeconds,
   cpuSecondsBetween,
@@ -186,14 +186,9 @@ async function seed(
         webhookBots.map((id) => box.encrypt(`whsec_soak_${id}`)),
       ],
     );
-    const tokens = Array.from({ length: settings.tokenBots }, (_, i) => ({
-      id: `${600000000000000000n + BigInt(i)}`,
-      token: randomBytes(32).toString("base64url"),
-    }));
-    await client.query(
-      `INSERT INTO bots (id, status, token_hash, approved_at, server_count)
-       SELECT id, 'approved', hash, now(), 1 FROM unnest($1::text[], $2::text[]) AS t(id, hash)`,
-      [tokens.map((b) => b.id), tokens.map((b) => hashToken(b.token))],
+    const tokens = await insertTokenBots(
+      client,
+      Array.from({ length: settings.tokenBots }, (_, i) => `${600000000000000000n + BigInt(i)}`),
     );
     // One voter with an open window per token bot: /check answers from a row.
     await client.query(

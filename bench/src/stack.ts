@@ -7,11 +7,11 @@ import { randomBytes } from "node:crypto";
 import { rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createSecretBox, hashToken, migrate } from "@botdir/db";
+import { createSecretBox, migrate } from "@botdir/db";
 import { withDatabase } from "@botdir/db/testing";
 import pg from "pg";
 import { type OtlpSink, startOtlpSink } from "./otlp-sink.js";
-import { seedDeliveryHistory, seedPipelineBots } from "./pipeline.js";
+import { insertTokenBots, seedDeliveryHistory, seedPipelineBots } from "./pipeline.js";
 import {
   APPS_FROM,
   appEntries,
@@ -63,22 +63,12 @@ async function seed(url: string, receiver: Receiver, encryptionKey: string): Pro
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   /** `count` approved bots with a fresh token each, ids from botId(firstIndex). */
-  async function insertTokenBots(
-    firstIndex: number,
-    count: number,
-  ): Promise<{ id: string; token: string }[]> {
-    const bots = Array.from({ length: count }, (_, i) => ({
-      id: botId(firstIndex + i),
-      token: randomBytes(32).toString("base64url"),
-    }));
-    await client.query(
-      `INSERT INTO bots (id, status, token_hash, approved_at, server_count)
-       SELECT id, 'approved', hash, now(), 1 FROM unnest($1::text[], $2::text[]) AS t(id, hash)`,
-      [bots.map((b) => b.id), bots.map((b) => hashToken(b.token))],
+  const insertTokenBotsFrom = (firstIndex: number, count: number) =>
+    insertTokenBots(
+      client,
+      Array.from({ length: count }, (_, i) => botId(firstIndex + i)),
     );
-    return bots;
-  }
-  const tokenBots = await insertTokenBots(0, BOTS);
+  const tokenBots = await insertTokenBotsFrom(0, BOTS);
   const tokens = tokenBots.map((b) => b.token);
   // One voter with an open window per bot (for /check), 100 log entries per bot (for /votes).
   await client.query(
@@ -108,7 +98,7 @@ async function seed(url: string, receiver: Receiver, encryptionKey: string): Pro
   // Inserted after the log above was seeded, so these bots have no votes: only /stats uses them.
   const statsBots = [
     ...tokenBots,
-    ...(await insertTokenBots(BOTS + WEBHOOK_BOTS + MIX_BOTS + HOSTILE_BOTS, STATS_EXTRA_BOTS)),
+    ...(await insertTokenBotsFrom(BOTS + WEBHOOK_BOTS + MIX_BOTS + HOSTILE_BOTS, STATS_EXTRA_BOTS)),
   ];
   const { hostileHealthy } = await seedPipelineBots(client, (s) => box.encrypt(s), receiver, {
     mix: mixBots,

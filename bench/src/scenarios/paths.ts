@@ -72,8 +72,6 @@ export async function hotPaths(
   // Bot 0 is the "429 GET /check" path's token, over its limit for a minute after that path: the
   // other paths take bots 1 … BOTS-1, so none of their requests is answered 429.
   const nextBot = () => 1 + (rr++ % (BOTS - 1));
-  let statsRr = 0;
-  let commandsRr = 0;
   /** Casting a vote on `ours`, a new user each time from `firstUser` on (each row its own range). */
   const casting = (ours: string, firstUser: bigint) => {
     let voter = 0n;
@@ -110,6 +108,25 @@ export async function hotPaths(
     },
   });
   /**
+   * A row over the POST /stats bots' tokens (seeded.statsBots), in a rotation of its own: the n-th
+   * request (from 1) goes to the next bot with body(n).
+   */
+  const statsBotRow = (method: Method, rest: string, body: (n: number) => string) => {
+    let sent = 0;
+    return {
+      method,
+      ours: stack.apiUrl,
+      build: () => {
+        const bot = seeded.statsBots[sent++ % seeded.statsBots.length] as { id: string; token: string };
+        return {
+          path: `/api/v1/bots/${bot.id}${rest}`,
+          headers: { authorization: bot.token },
+          body: body(sent),
+        };
+      },
+    };
+  };
+  /**
    * `floor`: what `ours` is divided by (default the floor; the floor with its I/O; or, for the rows
    * comparing two builds or settings of one app, the other app of a Stack pair: `pair` set).
    */
@@ -118,32 +135,10 @@ export async function hotPaths(
     { method: Method; ours: string; floor?: string; pair?: readonly AppPair[]; build: Build }
   > = {
     "GET /check": ownBot("GET", (i) => `/check?userId=${userId(1 + (i % 2))}`),
-    "POST /stats": {
-      method: "POST",
-      ours: stack.apiUrl,
-      build: () => {
-        const bot = seeded.statsBots[statsRr++ % seeded.statsBots.length] as { id: string; token: string };
-        return {
-          path: `/api/v1/bots/${bot.id}/stats`,
-          headers: { authorization: bot.token },
-          body: `{"server_count":${1000 + (statsRr % 7)}}`,
-        };
-      },
-    },
+    "POST /stats": statsBotRow("POST", "/stats", (n) => `{"server_count":${1000 + (n % 7)}}`),
     // The commands window is 10 a minute per token: the row takes the 10,000 tokens of POST /stats'
     // bots in a rotation of its own (a separate window from theirs), so its answers are not 429s.
-    "PUT /commands (100)": {
-      method: "PUT",
-      ours: stack.apiUrl,
-      build: () => {
-        const bot = seeded.statsBots[commandsRr++ % seeded.statsBots.length] as { id: string; token: string };
-        return {
-          path: `/api/v1/bots/${bot.id}/commands`,
-          headers: { authorization: bot.token },
-          body: commands,
-        };
-      },
-    },
+    "PUT /commands (100)": statsBotRow("PUT", "/commands", () => commands),
     "GET /votes?limit=100": ownBot("GET", () => "/votes?limit=100"),
     "POST /internal/v1/votes": casting(stack.ingestUrl, 3000000000001000000n),
     // Refusals: a random token each time (a pool of 10,000, none cached anywhere), and
