@@ -39,6 +39,10 @@ export interface LimitProbe {
   firstRefusal: Map<string, number | null>;
   /** Other answers (5xx, connection failures). */
   other: string[];
+  /** 200 answers counted by a replica alone (RateLimit-Limit its local share, not the limit). */
+  local: number;
+  /** How long the probe waited for every replica's limiter to count on Redis before it began. */
+  waitedMs: number;
   ms: number;
 }
 
@@ -391,18 +395,64 @@ export function startLoad(fleet: Fleet, bots: Bot[], options: LoadOptions): Load
   };
 }
 
+/** `/check`'s limit per token and minute (the spec's): an answer with another was counted locally. */
+const CHECK_LIMIT = "600";
+/** How long a limit probe waits for the replicas' limiters to count on Redis again. */
+const LIMITER_BACK_MS = 30_000;
+/** Answers in a row, per replica, counted on Redis that say its limiter is back there. */
+const LIMITER_BACK_STREAK = 5;
+
+/**
+ * Waits until every API replica counts `/check` on Redis again: LIMITER_BACK_STREAK answers in a
+ * row from each carry the shared limit (a replica counting alone, after a Redis fault, answers with
+ * its local share). `bot` is a scratch token: its window is spent, not the probe's. Returns the
+ * milliseconds waited; at the deadline it returns anyway and the probe's figures tell what followed.
+ */
+async function limiterBackOnRedis(fleet: Fleet, bot: Bot, log: (line: string) => void): Promise<number> {
+  const startedAt = Date.now();
+  const streak = new Map<string, number>(fleet.apiNames().map((n) => [n, 0]));
+  const back = () => [...streak.values()].every((n) => n >= LIMITER_BACK_STREAK);
+  let sent = 0;
+  while (!back() && Date.now() - startedAt < LIMITER_BACK_MS && sent < 500) {
+    await Promise.all(
+      [...streak.keys()].map(async (name) => {
+        sent++;
+        const outcome = await fleet.api.requestTo(name, {
+          method: "GET",
+          path: `/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`,
+          headers: { authorization: bot.token },
+        });
+        const onRedis =
+          outcome.kind === "answered" &&
+          (outcome.status === 200 || outcome.status === 429) &&
+          outcome.headers["ratelimit-limit"] === CHECK_LIMIT;
+        streak.set(name, onRedis ? (streak.get(name) ?? 0) + 1 : 0);
+      }),
+    );
+  }
+  const waited = Date.now() - startedAt;
+  if (!back())
+    log(
+      `limiter not back on Redis on every replica after ${waited} ms (${sent} scratch checks); probing anyway`,
+    );
+  return waited;
+}
+
 /**
  * One token's checks sent to every API replica in turn until each has refused one with 429 (see
- * LimitProbe).
+ * LimitProbe), once every replica's limiter counts on Redis (checks of `scratch`, see
+ * limiterBackOnRedis): the probe tests the shared window, not the fallback a Redis fault left.
  */
 export async function limitProbe(
   fleet: Fleet,
   label: string,
   bot: Bot,
+  scratch: Bot,
   log: (line: string) => void,
 ): Promise<LimitProbe> {
   const { api } = fleet;
   const names = fleet.apiNames();
+  const waitedMs = await limiterBackOnRedis(fleet, scratch, log);
   const startedAt = Date.now();
   const firstRefusal = new Map<string, number | null>(names.map((n) => [n, null]));
   const remainingSeen = new Set<string>();
@@ -413,6 +463,8 @@ export async function limitProbe(
     repeatedRemaining: 0,
     firstRefusal,
     other: [],
+    local: 0,
+    waitedMs,
     ms: 0,
   };
   let n = 0;
@@ -437,6 +489,7 @@ export async function limitProbe(
           if (typeof remaining !== "string") probe.failedOpen++;
           else {
             probe.counted++;
+            if (outcome.headers["ratelimit-limit"] !== CHECK_LIMIT) probe.local++;
             if (remainingSeen.has(remaining)) probe.repeatedRemaining++;
             remainingSeen.add(remaining);
           }
@@ -446,7 +499,7 @@ export async function limitProbe(
   );
   probe.ms = Date.now() - startedAt;
   log(
-    `${label}: ${probe.counted} counted 200s, ${probe.failedOpen} failed open, first 429 at ${[...firstRefusal].map(([r, i]) => `${r} #${i ?? "never"}`).join(", ")}; ${probe.repeatedRemaining} repeated RateLimit-Remaining; ${probe.ms} ms`,
+    `${label} (after ${waitedMs} ms for the limiters on Redis): ${probe.counted} counted 200s (${probe.local} by a replica alone), ${probe.failedOpen} failed open, first 429 at ${[...firstRefusal].map(([r, i]) => `${r} #${i ?? "never"}`).join(", ")}; ${probe.repeatedRemaining} repeated RateLimit-Remaining; ${probe.ms} ms`,
   );
   return probe;
 }

@@ -71,8 +71,10 @@ export async function runScenario(topology: Topology, options: ScenarioOptions):
     const bots: Bot[] = [];
     for (let i = 0; i < options.webhookBots; i++) bots.push(await createBot(fleet, topology, true));
     const limitBots = [await createBot(fleet, topology, false), await createBot(fleet, topology, false)];
+    // Spent by each limit probe's wait for the replicas' limiters to count on Redis.
+    const scratchBot = await createBot(fleet, topology, false);
     const rotationBots = [await createBot(fleet, topology, false), await createBot(fleet, topology, false)];
-    log(`${bots.length} bots with webhooks on the receiver, 4 probe bots`);
+    log(`${bots.length} bots with webhooks on the receiver, 5 probe bots`);
 
     // ---- load ----
     const load = startLoad(fleet, bots, options);
@@ -99,7 +101,7 @@ export async function runScenario(topology: Topology, options: ScenarioOptions):
 
     const timeline = (async () => {
       await at(3_000);
-      limitProbes.push(await limitProbe(fleet, "limit probe 1", limitBots[0] as Bot, log));
+      limitProbes.push(await limitProbe(fleet, "limit probe 1", limitBots[0] as Bot, scratchBot, log));
       rotationProbes.push(await rotationProbe(fleet, "rotation probe 1", rotationBots[0] as Bot, log));
 
       await at(10_000);
@@ -156,7 +158,7 @@ export async function runScenario(topology: Topology, options: ScenarioOptions):
       );
 
       await at(46_000);
-      limitProbes.push(await limitProbe(fleet, "limit probe 2", limitBots[1] as Bot, log));
+      limitProbes.push(await limitProbe(fleet, "limit probe 2", limitBots[1] as Bot, scratchBot, log));
       rotationProbes.push(await rotationProbe(fleet, "rotation probe 2", rotationBots[1] as Bot, log));
     })();
 
@@ -268,7 +270,7 @@ export function violations(f: Figures, options: ScenarioOptions): string[] {
       );
     if (probe.repeatedRemaining > 0)
       out.push(
-        `${probe.label}: ${probe.repeatedRemaining} answers repeated another's RateLimit-Remaining (the replicas do not share the window)`,
+        `${probe.label}: ${probe.repeatedRemaining} answers repeated another's RateLimit-Remaining (the replicas do not share the window; ${probe.local} were counted by a replica alone, after ${probe.waitedMs} ms waiting for the limiters on Redis)`,
       );
     for (const [name, first] of probe.firstRefusal)
       if (first === null)
