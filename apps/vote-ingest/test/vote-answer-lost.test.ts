@@ -59,6 +59,35 @@ describe("a vote batch whose answer was lost after it committed", () => {
     expect(new Set(outcomes.map((o) => o.deliveryId))).toEqual(new Set(deliveries.map((d) => d.id)));
   });
 
+  it("when the bot's webhook takes no vote.create (no delivery row to tell), then each vote is still answered as recorded, with one log row each and no delivery", async () => {
+    const bot = await seedBot(t.db);
+    const clock = new ManualClock("2026-11-28T12:00:00.000Z");
+    const votes = createVotes({ db, clock, logger: silentLogger });
+    const users = [randomUserId(), randomUserId()];
+    loseAnswers = 1;
+
+    const outcomes = await Promise.all(users.map((u) => votes.castVote(bot.id, u, null)));
+
+    expect(loseAnswers).toBe(0);
+    expect(outcomes.map((o) => o.deliveryId)).toEqual([null, null]);
+    for (const u of users) expect(await logCount(t.db, bot.id, u)).toBe(1);
+    expect(await deliveriesOf(t.db, bot.id)).toHaveLength(0);
+  });
+
+  it("when a vote at the same instant comes after one whose batch answered, then it is refused as already voted, webhook or not", async () => {
+    for (const webhook of [true, false]) {
+      const bot = await seedBot(t.db);
+      if (webhook) await setWebhook(t.db, bot.id);
+      const clock = new ManualClock("2026-11-28T13:00:00.000Z");
+      const votes = createVotes({ db, clock, logger: silentLogger });
+      const user = randomUserId();
+
+      await votes.castVote(bot.id, user, null);
+      await expect(votes.castVote(bot.id, user, null)).rejects.toMatchObject({ status: 409 });
+      expect(await logCount(t.db, bot.id, user)).toBe(1);
+    }
+  });
+
   it("when the same user's vote was recorded by another request at the same instant, then this one is still refused as already voted", async () => {
     const bot = await seedBot(t.db);
     await setWebhook(t.db, bot.id);

@@ -109,6 +109,7 @@ WITH input AS (
 )
 SELECT input.i,
        bot.i IS NOT NULL AS bot_found,
+       COALESCE(bot.sends_create, false) AS sends_create,
        logged.id AS vote_id,
        delivery.id AS delivery_id,
        (SELECT w.voted_at FROM vote_windows w
@@ -127,10 +128,17 @@ interface CastInput {
   traceparent: string | null;
   /** The vote page's query string as JSON text, or null. */
   query: string | null;
+  /**
+   * Set when a statement carrying this vote failed: its answer may have been lost after it
+   * committed (node-postgres' query timeout while PostgreSQL stalled), so the vote may be recorded.
+   */
+  earlierRunFailed?: boolean;
 }
 
 interface CastRow {
   bot_found: boolean;
+  /** The bot's webhook takes vote.create: a recorded vote has a delivery row. */
+  sends_create: boolean;
   vote_id: number | null;
   delivery_id: string | null;
   window_voted_at: Date | null;
@@ -147,20 +155,26 @@ export function createVotes(deps: VotesDeps) {
     onBatch: deps.onBatch,
     run: async (votes) => {
       // Named: PostgreSQL parses and plans the statement once per connection.
-      const { rows } = await db.pool.query<CastRow & { i: string }>({
-        name: "ingest.cast-vote",
-        text: CAST_VOTE_SQL,
-        values: [
-          votes.map((v) => v.botId),
-          votes.map((v) => v.userId),
-          votes.map((v) => v.votedAt),
-          votes.map((v) => v.deliveryId),
-          votes.map((v) => v.traceparent),
-          votes.map((v) => v.query),
-        ],
-      });
+      const { rows } = await db.pool
+        .query<CastRow & { i: string }>({
+          name: "ingest.cast-vote",
+          text: CAST_VOTE_SQL,
+          values: [
+            votes.map((v) => v.botId),
+            votes.map((v) => v.userId),
+            votes.map((v) => v.votedAt),
+            votes.map((v) => v.deliveryId),
+            votes.map((v) => v.traceparent),
+            votes.map((v) => v.query),
+          ],
+        })
+        .catch((error: unknown) => {
+          for (const vote of votes) vote.earlierRunFailed = true;
+          throw error;
+        });
       const answers: CastRow[] = votes.map(() => ({
         bot_found: false,
+        sends_create: false,
         vote_id: null,
         delivery_id: null,
         window_voted_at: null,
@@ -210,6 +224,14 @@ export function createVotes(deps: VotesDeps) {
       const deliveryId = newDeliveryId();
       // The statement is shared by the votes of one turn (createBatcher): this span is this vote's
       // wait for it, with the statement's batch size.
+      const input: CastInput = {
+        botId,
+        userId,
+        votedAt,
+        deliveryId,
+        traceparent,
+        query: query && Object.keys(query).length > 0 ? JSON.stringify(query) : null,
+      };
       const row = await inSpan(
         "pg.cast_vote",
         {
@@ -221,15 +243,7 @@ export function createVotes(deps: VotesDeps) {
           },
           leaf: true,
         },
-        () =>
-          cast({
-            botId,
-            userId,
-            votedAt,
-            deliveryId,
-            traceparent,
-            query: query && Object.keys(query).length > 0 ? JSON.stringify(query) : null,
-          }),
+        () => cast(input),
       );
       if (!row.bot_found) throw new ApiError("not_found", MESSAGES.botNotFound);
 
@@ -245,12 +259,19 @@ export function createVotes(deps: VotesDeps) {
         if (!windowStart) throw new Error("vote refused but no vote window found");
         // This very vote, recorded by an earlier run of its statement whose answer was lost (the
         // client's query timeout while PostgreSQL stalled, the statement committing after it; the
-        // batcher then ran the vote again alone): its window has this vote's instant and its
-        // delivery row this vote's id. It was recorded once, and is answered as recorded.
-        if (windowStart.getTime() !== now.getTime() || !(await deliveryExists(deliveryId))) {
+        // batcher then ran the vote again alone): its window has this vote's instant and, when the
+        // bot takes vote.create, its delivery row this vote's id. It was recorded once, and is
+        // answered as recorded. Without a delivery row to tell, a vote of the same user at the
+        // same millisecond recorded by another request while this one's statement failed would be
+        // taken for it: the user did vote then, and only that one is delivered.
+        const recorded =
+          input.earlierRunFailed === true &&
+          windowStart.getTime() === now.getTime() &&
+          (!row.sends_create || (await deliveryExists(deliveryId)));
+        if (!recorded) {
           throw ApiError.conflict("already_voted", ALREADY_VOTED, { nextVoteAt: nextVoteAt(windowStart) });
         }
-        recordedDeliveryId = deliveryId;
+        recordedDeliveryId = row.sends_create ? deliveryId : null;
       }
 
       if (recordedDeliveryId && deps.deliveryQueue) {
