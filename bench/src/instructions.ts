@@ -1,6 +1,6 @@
 /**
- * Instructions per request, counted by valgrind's callgrind: what tracing adds to `GET /check` and to
- * casting a vote, in a measure that does not move with the host (`pnpm --filter @botdir/bench
+ * Instructions per request, counted by valgrind's callgrind: what tracing adds to `GET /check`, to
+ * casting a vote and to delivering one (the dispatcher), in a measure that does not move with the host (`pnpm --filter @botdir/bench
  * instructions`; docs/performance.md "What tracing costs"). CPU time per request on this shared
  * host moves ±10 % from round to round between two processes of one build; an instruction count of
  * the same requests on the same build repeats within about 1 %.
@@ -9,15 +9,19 @@
  * (or a vote-ingest) bundle is started under `valgrind --tool=callgrind` with instrumentation off,
  * warmed with INSTR_WARM requests (so V8 has optimised the path, as in production), then counts
  * INSTR_N requests (`callgrind_control -i on`, then `-d`): every instruction of the process, its
- * threads (GC, the JIT) included. The exports go to bench/src/otlp-sink.ts; under valgrind a second
+ * threads (GC, the JIT) included. The `deliver` path runs a webhook-dispatcher under callgrind instead:
+ * votes for 200 bots with webhooks on bench/src/receiver.ts are cast through a vote-ingest that runs
+ * at full speed (tracing at 0.1, so a tenth of the jobs carry a sampled parent, as in production),
+ * and the counted unit is a vote the receiver got (INSTR_DELIVER_WARM, then INSTR_DELIVER_N). The
+ * exports go to bench/src/otlp-sink.ts; under valgrind a second
  * is ≈ 50–100 × fewer requests than at full speed, so each variant is counted twice: with exports
  * once a second (OTEL_BSP_SCHEDULE_DELAY=1000, as production) and once every 10 minutes (none in
  * the window but those the buffer's size triggers), and the report gives both and the instructions
  * of one timed export.
  *
- * Env: BENCH_NODE (the apps' Node, as `pnpm bench`), INSTR_N (4,000), INSTR_WARM (6,000), INSTR_C
- * (connections, 8), INSTR_ROUNDS (1), INSTR_ONLY (comma-separated variant names), INSTR_PATHS
- * (`check,cast`), INSTR_KEEP (a folder: the callgrind files kept there), INSTR_NODE_ARGS (more Node
+ * Env: BENCH_NODE (the apps' Node, as `pnpm bench`), INSTR_N (4,000), INSTR_WARM (6,000),
+ * INSTR_DELIVER_N (3,000), INSTR_DELIVER_WARM (4,000), INSTR_C (connections, 8), INSTR_ROUNDS (1),
+ * INSTR_ONLY (comma-separated variant names), INSTR_PATHS (`check,cast,deliver`), INSTR_KEEP (a folder: the callgrind files kept there), INSTR_NODE_ARGS (more Node
  * flags, e.g. --perf-basic-prof to name JIT code), INSTR_VALGRIND_ARGS (e.g. `--cache-sim=yes --branch-sim=yes`).
  */
 import { execFileSync, spawn } from "node:child_process";
@@ -25,12 +29,12 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { migrate } from "@botdir/db";
+import { createSecretBox, migrate } from "@botdir/db";
 import { withDatabase } from "@botdir/db/testing";
 import pg from "pg";
 import { load } from "./load.js";
 import { startOtlpSink } from "./otlp-sink.js";
-import { insertTokenBots } from "./pipeline.js";
+import { insertTokenBots, MIX_PATH, seedDeliveryHistory, seedPipelineBots, sleep } from "./pipeline.js";
 import {
   APP_NODE,
   appEntry,
@@ -38,16 +42,25 @@ import {
   appNodeArgs,
   appNodeVersion,
   freePort,
+  type Proc,
   ROOT,
+  startNode,
   startRedisServer,
   waitForHttp,
 } from "./procs.js";
+import { type Receiver, startReceiver } from "./receiver.js";
 import { botId, log, userId } from "./stack.js";
 
 const N = Number(process.env.INSTR_N ?? 4_000);
 const WARM = Number(process.env.INSTR_WARM ?? 6_000);
 const CONNECTIONS = Number(process.env.INSTR_C ?? 8);
 const ROUNDS = Number(process.env.INSTR_ROUNDS ?? 1);
+const DELIVER_N = Number(process.env.INSTR_DELIVER_N ?? 3_000);
+const DELIVER_WARM = Number(process.env.INSTR_DELIVER_WARM ?? 4_000);
+/** How long the receiver may wait for a phase's deliveries from a dispatcher under valgrind. */
+const DELIVER_DEADLINE_MS = 30 * 60_000;
+/** The dispatcher's bots: ids apart from the API's and the cast's. */
+const deliverBotId = (i: number) => botId(10_000 + i);
 const BOTS = 200;
 const BASE_DB = process.env.DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
 
@@ -85,6 +98,10 @@ async function main(): Promise<void> {
   const admin = new pg.Client({ connectionString: withDatabase(BASE_DB, "postgres") });
   await admin.connect();
   const sink = await startOtlpSink();
+  // The deliver path's vote-ingest exports elsewhere: the sink counts the dispatcher's exports only.
+  const ingestSink = await startOtlpSink();
+  let receiver: Receiver | undefined;
+  let ingest: Proc | undefined;
   // INSTR_KEEP=<dir> keeps the callgrind files there (callgrind_annotate reads them).
   const outDir = process.env.INSTR_KEEP ?? path.join(tmpdir(), `botdir-instr-${process.pid}`);
   mkdirSync(outDir, { recursive: true });
@@ -104,22 +121,53 @@ async function main(): Promise<void> {
       `INSERT INTO vote_windows (bot_id, user_id, voted_at, vote_id)
        SELECT bot_id, user_id, voted_at, id FROM vote_log`,
     );
+    const paths = (process.env.INSTR_PATHS ?? "check,cast,deliver").split(",");
+    const encryptionKey = randomBytes(32).toString("hex");
+    const deliverBots = Array.from({ length: BOTS }, (_, i) => deliverBotId(i));
+    if (paths.includes("deliver")) {
+      receiver = await startReceiver();
+      const box = createSecretBox(Buffer.from(encryptionKey, "hex"));
+      await seedPipelineBots(client, (secret) => box.encrypt(secret), receiver, {
+        mix: deliverBots,
+        hostile: [],
+      });
+      await seedDeliveryHistory(client, deliverBots, 100);
+    }
     await client.query("ANALYZE");
     await client.end();
     const internalKey = randomBytes(24).toString("base64url");
     const env = {
-      ...appEnv(
-        { dbUrl, redisUrl: redis.url, internalKey, encryptionKey: randomBytes(32).toString("hex") },
-        "info",
-      ),
+      ...appEnv({ dbUrl, redisUrl: redis.url, internalKey, encryptionKey }, "info"),
+      WEBHOOK_ALLOW_PRIVATE_TARGETS: "true",
     };
-    const paths = (process.env.INSTR_PATHS ?? "check,cast").split(",");
     const entries = {
       check: appEntry("apps/api/src/main.ts"),
       cast: appEntry("apps/vote-ingest/src/main.ts"),
+      deliver: appEntry("apps/webhook-dispatcher/src/main.ts"),
+    };
+    let ingestAt = "";
+    const ingestUrl = async () => {
+      if (!ingest) {
+        const port = await freePort();
+        ingest = await startNode(
+          "vote-ingest",
+          entries.cast,
+          {
+            ...env,
+            ...exporting("parentbased_traceidratio", "0.1", 1_000, ingestSink.url),
+            INGEST_PORT: String(port),
+            METRICS_PORT: String(await freePort()),
+          },
+          [],
+          appNodeArgs(),
+        );
+        await waitForHttp(`http://127.0.0.1:${port}/health`);
+        ingestAt = `http://127.0.0.1:${port}`;
+      }
+      return ingestAt;
     };
     log(
-      `callgrind: ${N} requests counted after ${WARM} warm-up ones, ${CONNECTIONS} connections, Node ${appNodeVersion()}`,
+      `callgrind: ${N} requests counted after ${WARM} warm-up ones (deliver: ${DELIVER_N} deliveries after ${DELIVER_WARM}), ${CONNECTIONS} connections, Node ${appNodeVersion()}`,
     );
     let voter = 300000000000000000n;
     let rr = 0;
@@ -147,7 +195,7 @@ async function main(): Promise<void> {
               APP_NODE,
               ...appNodeArgs(),
               ...(process.env.INSTR_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
-              path.resolve(ROOT, which === "check" ? entries.check : entries.cast),
+              path.resolve(ROOT, entries[which as keyof typeof entries]),
             ],
             {
               cwd: ROOT,
@@ -157,11 +205,14 @@ async function main(): Promise<void> {
                 ...variant.env,
                 API_PORT: String(port),
                 INGEST_PORT: String(port),
+                DISPATCHER_PORT: String(port),
                 METRICS_PORT: String(metricsPort),
               },
               stdio: ["ignore", "ignore", "pipe"],
             },
           );
+          const exit = new Promise((resolve) => child.once("exit", resolve));
+          const exited = () => child.exitCode !== null || child.signalCode !== null;
           let stderr = "";
           child.stderr?.on("data", (c) => {
             stderr = (stderr + c).slice(-4000);
@@ -171,7 +222,7 @@ async function main(): Promise<void> {
               `http://127.0.0.1:${port}${which === "check" ? "/api/health" : "/health"}`,
               300_000,
             );
-            const url = `http://127.0.0.1:${port}`;
+            const url = which === "deliver" ? await ingestUrl() : `http://127.0.0.1:${port}`;
             const method = which === "check" ? ("GET" as const) : ("POST" as const);
             const request =
               which === "check"
@@ -185,9 +236,9 @@ async function main(): Promise<void> {
                 : () => ({
                     path: "/internal/v1/votes",
                     headers: { authorization: internalKey },
-                    body: `{"bot_id":"${botId(rr++ % BOTS)}","user_id":"${voter++}"}`,
+                    body: `{"bot_id":"${(which === "deliver" ? deliverBotId : botId)(rr++ % BOTS)}","user_id":"${voter++}"}`,
                   });
-            const drive = async (amount: number) => {
+            const cast = async (amount: number) => {
               // `amount` requests, however long they take under valgrind (the duration is a bound only).
               const result = await load({
                 url,
@@ -204,10 +255,25 @@ async function main(): Promise<void> {
                   `${ok} of ${amount} answered 2xx, ${result.errors} failed (statuses ${JSON.stringify(result.statuses)})`,
                 );
             };
-            await drive(WARM);
+            // A request answered, or (deliver) a vote cast and then received by the receiver.
+            const drive = async (amount: number) => {
+              const delivered = receiver?.received(MIX_PATH) ?? 0;
+              await cast(amount);
+              if (which !== "deliver") return;
+              const deadline = Date.now() + DELIVER_DEADLINE_MS;
+              while ((receiver?.received(MIX_PATH) ?? 0) < delivered + amount) {
+                if (Date.now() > deadline || exited())
+                  throw new Error(
+                    `${(receiver?.received(MIX_PATH) ?? 0) - delivered} of ${amount} votes delivered`,
+                  );
+                await sleep(100);
+              }
+            };
+            const n = which === "deliver" ? DELIVER_N : N;
+            await drive(which === "deliver" ? DELIVER_WARM : WARM);
             const before = sink.received().exports;
             execFileSync("callgrind_control", ["-i", "on", String(child.pid)], { stdio: "ignore" });
-            await drive(N);
+            await drive(n);
             execFileSync("callgrind_control", ["-d", String(child.pid)], { stdio: "ignore" });
             const exports = sink.received().exports - before;
             // One file per thread: -01 is the main thread (the requests' JavaScript, the young
@@ -227,8 +293,8 @@ async function main(): Promise<void> {
                 `${which} ${variant.name}: main thread ${/^events: (.*)$/m.exec(text)?.[1]} = ${/^summary: (.*)$/m.exec(text)?.[1]}`,
               );
             }
-            const perRequest = Math.round(total / N);
-            const mainPerRequest = Math.round(mainThread / N);
+            const perRequest = Math.round(total / n);
+            const mainPerRequest = Math.round(mainThread / n);
             results[which] = results[which] ?? [];
             results[which].push({
               variant: variant.name,
@@ -243,8 +309,12 @@ async function main(): Promise<void> {
           } catch (error) {
             throw new Error(`${which} ${variant.name}: ${(error as Error).message}\n${stderr}`);
           } finally {
-            child.kill("SIGKILL");
-            await new Promise((resolve) => child.once("exit", resolve));
+            if (exited())
+              log(
+                `${which} ${variant.name}: the process had exited by itself (${child.exitCode ?? child.signalCode}): ${stderr.slice(-600)}`,
+              );
+            else child.kill("SIGKILL");
+            await exit;
           }
         }
       }
@@ -254,6 +324,8 @@ async function main(): Promise<void> {
       node: appNodeVersion(),
       n: N,
       warm: WARM,
+      deliverN: DELIVER_N,
+      deliverWarm: DELIVER_WARM,
     };
     for (const [which, rows] of Object.entries(results)) {
       const median = (name: string, of: "perRequest" | "mainPerRequest") => {
@@ -292,6 +364,9 @@ async function main(): Promise<void> {
     log(`wrote ${path.relative(ROOT, file)}`);
   } finally {
     if (!process.env.INSTR_KEEP) rmSync(outDir, { recursive: true, force: true });
+    await ingest?.stop();
+    await receiver?.close();
+    await ingestSink.close();
     await sink.close();
     await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`).catch(() => {});
     await admin.end();
