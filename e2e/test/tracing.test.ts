@@ -152,8 +152,8 @@ describe("traces on the shared stores", () => {
     expect(JSON.stringify(post.attributes)).not.toContain("/hook");
 
     // A bot checks the vote on the public API under a traceparent of its own: the public edge starts
-    // a new trace (its server span by route template, with the limiter's and PostgreSQL's work as
-    // children) and keeps the caller's span only as a link, never as its parent.
+    // a new trace (its server span by route template, `/check`'s only span) and keeps the caller's
+    // span only as a link, never as its parent.
     const callerSpan = hex(8);
     const check = await call(`${stack.api.base}/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`, {
       headers: { authorization: bot.token, traceparent: `00-${page.traceId}-${callerSpan}-01` },
@@ -172,19 +172,36 @@ describe("traces on the shared stores", () => {
     expect(apiServer.traceId).not.toBe(page.traceId);
     expect(apiServer.parentSpanId).toBe("");
     expect(apiServer.links).toEqual([{ traceId: page.traceId, spanId: callerSpan }]);
+    // Its limiter decision and its read make no span (they would end, and be exported, first).
+    expect(otlp.trace(apiServer.traceId).map((s) => s.name)).toEqual(["GET /api/v1/bots/:id/check"]);
+    expect(otlp.trace(page.traceId).filter((s) => s.service === "botdir-api")).toEqual([]);
+
+    // Another route of the API: its limiter's and PostgreSQL's work are children of its server span.
+    const isStats = named("botdir-api", "POST /api/v1/bots/:id/stats", SPAN_KIND.server);
+    const statsBefore = otlp.spans.filter(isStats).length;
+    const posted = await call(`${stack.api.base}/api/v1/bots/${bot.id}/stats`, {
+      method: "POST",
+      headers: { authorization: bot.token },
+      body: { server_count: 7 },
+    });
+    expect(posted.status).toBe(200);
+    const statsServer = await waitFor(
+      () => otlp.spans.filter(isStats)[statsBefore],
+      "the API's stats server span",
+      30_000,
+    );
     const limiter = await spanOf(
-      apiServer.traceId,
+      statsServer.traceId,
       "the limiter",
       named("botdir-api", "redis.rate_limit", SPAN_KIND.client),
     );
-    const window = await spanOf(
-      apiServer.traceId,
-      "the vote-window statement",
-      named("botdir-api", "pg.vote_window", SPAN_KIND.client),
+    const write = await spanOf(
+      statsServer.traceId,
+      "the stats statement",
+      named("botdir-api", "pg.write_stats", SPAN_KIND.client),
     );
-    expect(limiter.parentSpanId).toBe(apiServer.spanId);
-    expect(window.parentSpanId).toBe(apiServer.spanId);
-    expect(otlp.trace(page.traceId).filter((s) => s.service === "botdir-api")).toEqual([]);
+    expect(limiter.parentSpanId).toBe(statsServer.spanId);
+    expect(write.parentSpanId).toBe(statsServer.spanId);
 
     const log = await call(`${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries`, {
       headers: { authorization: bot.token },

@@ -70,14 +70,12 @@ export function createApp(deps: ApiDeps): ApiApp {
     // A request refused from a note is a rate-limit rejection like one Redis decided.
     limitNotes: createLimitNotes({ onRefusal: (endpoint) => metrics.rejections[endpoint].inc() }),
     caches: createCaches({ redis: deps.redis, prefix, logger: deps.logger, clock: deps.clock }),
-    voteWindow: traceStatement(
-      "vote_window",
-      createBatcher({
-        ...batching,
-        run: (keys) => findVoteWindows(deps.db, keys),
-        onBatch: metrics.batch("check"),
-      }),
-    ),
+    // `/check`'s read: no span of its own (apps/api/src/tracing.ts).
+    voteWindow: createBatcher({
+      ...batching,
+      run: (keys) => findVoteWindows(deps.db, keys),
+      onBatch: metrics.batch("check"),
+    }),
     authenticate: traceStatement(
       "authenticate",
       createBatcher({

@@ -1,6 +1,8 @@
 /**
  * The API's spans below the request's server span (docs/tracing.md): the limiter's Redis call and
- * the PostgreSQL statements, as CLIENT spans. The statements are shared by the requests of one
+ * the PostgreSQL statements, as CLIENT spans — except on `GET /check`, the hottest path, whose
+ * server span is its only one (its two children cost more than half of what recording a `/check`
+ * costs: docs/performance.md "Instructions per request"). The statements are shared by the requests of one
  * event-loop turn (createBatcher), so each span is this request's wait for its batch. Where nothing
  * is exported (decided by startTelemetry, before the app is built) these spans are never made, so
  * the limiter and the statements are returned as they are: no wrapper on the hot paths.
@@ -12,7 +14,13 @@ import type { RateLimiter } from "./services/ratelimit.js";
 const REDIS = { "db.system.name": "redis" } as const;
 const POSTGRES = { "db.system.name": "postgresql" } as const;
 
-/** The limiter with a `redis.rate_limit` span around each decision (the decision as an attribute). */
+/** Endpoints whose limiter decisions make no span (their requests' server span is their only one). */
+const UNTRACED_LIMITS: ReadonlySet<string> = new Set(["check"]);
+
+/**
+ * The limiter with a `redis.rate_limit` span around each decision (the decision as an attribute),
+ * but for UNTRACED_LIMITS' endpoints.
+ */
 export function traceLimiter(limiter: RateLimiter): RateLimiter {
   if (!tracesExported()) return limiter;
   const span = <D extends { kind: string }>(endpoint: string, run: () => Promise<D>) =>
@@ -26,8 +34,14 @@ export function traceLimiter(limiter: RateLimiter): RateLimiter {
       },
     );
   return {
-    consume: (endpoint, key) => span(endpoint, () => limiter.consume(endpoint, key)),
-    consumeExisting: (endpoint, key) => span(endpoint, () => limiter.consumeExisting(endpoint, key)),
+    consume: (endpoint, key) =>
+      UNTRACED_LIMITS.has(endpoint)
+        ? limiter.consume(endpoint, key)
+        : span(endpoint, () => limiter.consume(endpoint, key)),
+    consumeExisting: (endpoint, key) =>
+      UNTRACED_LIMITS.has(endpoint)
+        ? limiter.consumeExisting(endpoint, key)
+        : span(endpoint, () => limiter.consumeExisting(endpoint, key)),
   };
 }
 
