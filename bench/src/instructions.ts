@@ -3,7 +3,9 @@
  * casting a vote and to delivering one (the dispatcher), in a measure that does not move with the host (`pnpm --filter @botdir/bench
  * instructions`; docs/performance.md "What tracing costs"). CPU time per request on this shared
  * host moves ±10 % from round to round between two processes of one build; an instruction count of
- * the same requests on the same build repeats within about 1 %.
+ * the same requests on the same build repeats within 1–3 % for the API and the cast and ≈ 14 % for
+ * the dispatcher (V8 tiers each process a little differently; the dispatcher's batches follow the
+ * queue's pace), so compare medians of several processes (INSTR_ROUNDS).
  *
  * For each variant (tracing off; exporting with the sampler at 0, 0.001, 0.1 and always_on), an API
  * (or a vote-ingest) bundle is started under `valgrind --tool=callgrind` with instrumentation off,
@@ -101,7 +103,7 @@ async function main(): Promise<void> {
   // The deliver path's vote-ingest exports elsewhere: the sink counts the dispatcher's exports only.
   const ingestSink = await startOtlpSink();
   let receiver: Receiver | undefined;
-  let ingest: Proc | undefined;
+  let ingest: Promise<{ proc: Proc; url: string }> | undefined;
   // INSTR_KEEP=<dir> keeps the callgrind files there (callgrind_annotate reads them).
   const outDir = process.env.INSTR_KEEP ?? path.join(tmpdir(), `botdir-instr-${process.pid}`);
   mkdirSync(outDir, { recursive: true });
@@ -145,26 +147,24 @@ async function main(): Promise<void> {
       cast: appEntry("apps/vote-ingest/src/main.ts"),
       deliver: appEntry("apps/webhook-dispatcher/src/main.ts"),
     };
-    let ingestAt = "";
-    const ingestUrl = async () => {
-      if (!ingest) {
-        const port = await freePort();
-        ingest = await startNode(
-          "vote-ingest",
-          entries.cast,
-          {
-            ...env,
-            ...exporting("parentbased_traceidratio", "0.1", 1_000, ingestSink.url),
-            INGEST_PORT: String(port),
-            METRICS_PORT: String(await freePort()),
-          },
-          [],
-          appNodeArgs(),
-        );
-        await waitForHttp(`http://127.0.0.1:${port}/health`);
-        ingestAt = `http://127.0.0.1:${port}`;
-      }
-      return ingestAt;
+    /** The deliver path's vote-ingest, started at its first use. */
+    const startIngest = async () => {
+      const port = await freePort();
+      const proc = await startNode(
+        "vote-ingest",
+        entries.cast,
+        {
+          ...env,
+          ...exporting("parentbased_traceidratio", "0.1", 1_000, ingestSink.url),
+          INGEST_PORT: String(port),
+          METRICS_PORT: String(await freePort()),
+        },
+        [],
+        appNodeArgs(),
+      );
+      const url = `http://127.0.0.1:${port}`;
+      await waitForHttp(`${url}/health`);
+      return { proc, url };
     };
     log(
       `callgrind: ${N} requests counted after ${WARM} warm-up ones (deliver: ${DELIVER_N} deliveries after ${DELIVER_WARM}), ${CONNECTIONS} connections, Node ${appNodeVersion()}`,
@@ -222,7 +222,8 @@ async function main(): Promise<void> {
               `http://127.0.0.1:${port}${which === "check" ? "/api/health" : "/health"}`,
               300_000,
             );
-            const url = which === "deliver" ? await ingestUrl() : `http://127.0.0.1:${port}`;
+            if (which === "deliver") ingest ??= startIngest();
+            const url = ingest && which === "deliver" ? (await ingest).url : `http://127.0.0.1:${port}`;
             const method = which === "check" ? ("GET" as const) : ("POST" as const);
             const request =
               which === "check"
@@ -256,16 +257,15 @@ async function main(): Promise<void> {
                 );
             };
             // A request answered, or (deliver) a vote cast and then received by the receiver.
+            const received = () => receiver?.received(MIX_PATH) ?? 0;
             const drive = async (amount: number) => {
-              const delivered = receiver?.received(MIX_PATH) ?? 0;
+              const before = received();
               await cast(amount);
               if (which !== "deliver") return;
               const deadline = Date.now() + DELIVER_DEADLINE_MS;
-              while ((receiver?.received(MIX_PATH) ?? 0) < delivered + amount) {
+              while (received() < before + amount) {
                 if (Date.now() > deadline || exited())
-                  throw new Error(
-                    `${(receiver?.received(MIX_PATH) ?? 0) - delivered} of ${amount} votes delivered`,
-                  );
+                  throw new Error(`${received() - before} of ${amount} votes delivered`);
                 await sleep(100);
               }
             };
@@ -364,7 +364,7 @@ async function main(): Promise<void> {
     log(`wrote ${path.relative(ROOT, file)}`);
   } finally {
     if (!process.env.INSTR_KEEP) rmSync(outDir, { recursive: true, force: true });
-    await ingest?.stop();
+    await (await ingest?.catch(() => undefined))?.proc.stop();
     await receiver?.close();
     await ingestSink.close();
     await sink.close();

@@ -2,8 +2,8 @@
  * The API's spans below the request's server span (docs/tracing.md): the limiter's Redis call and
  * the PostgreSQL statements, as CLIENT spans — except on `GET /check`, the hottest path, whose
  * server span is its only one (its two children cost more than half of what recording a `/check`
- * costs: docs/performance.md "Instructions per request"). The statements are shared by the requests of one
- * event-loop turn (createBatcher), so each span is this request's wait for its batch. Where nothing
+ * costs: docs/performance.md "Instructions per request"). The statements are shared by the
+ * requests of one event-loop turn (createBatcher), so each span is this request's wait for its batch. Where nothing
  * is exported (decided by startTelemetry, before the app is built) these spans are never made, so
  * the limiter and the statements are returned as they are: no wrapper on the hot paths.
  */
@@ -24,24 +24,20 @@ const UNTRACED_LIMITS: ReadonlySet<string> = new Set(["check"]);
 export function traceLimiter(limiter: RateLimiter): RateLimiter {
   if (!tracesExported()) return limiter;
   const span = <D extends { kind: string }>(endpoint: string, run: () => Promise<D>) =>
-    inSpan(
-      "redis.rate_limit",
-      { kind: SpanKind.CLIENT, attributes: { ...REDIS, "botdir.endpoint": endpoint }, leaf: true },
-      async (s) => {
-        const decision = await run();
-        s.setAttribute("botdir.rate_limit", decision.kind);
-        return decision;
-      },
-    );
+    UNTRACED_LIMITS.has(endpoint)
+      ? run()
+      : inSpan(
+          "redis.rate_limit",
+          { kind: SpanKind.CLIENT, attributes: { ...REDIS, "botdir.endpoint": endpoint }, leaf: true },
+          async (s) => {
+            const decision = await run();
+            s.setAttribute("botdir.rate_limit", decision.kind);
+            return decision;
+          },
+        );
   return {
-    consume: (endpoint, key) =>
-      UNTRACED_LIMITS.has(endpoint)
-        ? limiter.consume(endpoint, key)
-        : span(endpoint, () => limiter.consume(endpoint, key)),
-    consumeExisting: (endpoint, key) =>
-      UNTRACED_LIMITS.has(endpoint)
-        ? limiter.consumeExisting(endpoint, key)
-        : span(endpoint, () => limiter.consumeExisting(endpoint, key)),
+    consume: (endpoint, key) => span(endpoint, () => limiter.consume(endpoint, key)),
+    consumeExisting: (endpoint, key) => span(endpoint, () => limiter.consumeExisting(endpoint, key)),
   };
 }
 

@@ -9,6 +9,7 @@ import { spawnSync } from "node:child_process";
 import { loadavg } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { randomBotId, randomUserId } from "@botdir/db/testing";
+import { DEFAULT_LIMITS } from "../../../apps/api/src/services/ratelimit.js";
 import type { AppName } from "../processes.js";
 import { REPO_ROOT, sleep } from "../processes.js";
 import { type Balancer, createBalancer, type Outcome, type RequestSpec } from "./balancer.js";
@@ -396,7 +397,14 @@ export function startLoad(fleet: Fleet, bots: Bot[], options: LoadOptions): Load
 }
 
 /** `/check`'s limit per token and minute (the spec's): an answer with another was counted locally. */
-const CHECK_LIMIT = "600";
+export const CHECK_LIMIT = DEFAULT_LIMITS.check;
+
+/** `GET /check` of `botId` for a new user, with `token`. */
+const checkRequest = (botId: string, token: string): RequestSpec => ({
+  method: "GET",
+  path: `/api/v1/bots/${botId}/check?userId=${randomUserId()}`,
+  headers: { authorization: token },
+});
 /** How long a limit probe waits for the replicas' limiters to count on Redis again. */
 const LIMITER_BACK_MS = 30_000;
 /** Answers in a row, per replica, counted on Redis that say its limiter is back there. */
@@ -417,15 +425,11 @@ async function limiterBackOnRedis(fleet: Fleet, bot: Bot, log: (line: string) =>
     await Promise.all(
       [...streak.keys()].map(async (name) => {
         sent++;
-        const outcome = await fleet.api.requestTo(name, {
-          method: "GET",
-          path: `/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`,
-          headers: { authorization: bot.token },
-        });
+        const outcome = await fleet.api.requestTo(name, checkRequest(bot.id, bot.token));
         const onRedis =
           outcome.kind === "answered" &&
           (outcome.status === 200 || outcome.status === 429) &&
-          outcome.headers["ratelimit-limit"] === CHECK_LIMIT;
+          outcome.headers["ratelimit-limit"] === String(CHECK_LIMIT);
         streak.set(name, onRedis ? (streak.get(name) ?? 0) + 1 : 0);
       }),
     );
@@ -475,11 +479,7 @@ export async function limitProbe(
       while (!refusedEverywhere() && n < 1_000 && Date.now() - startedAt < LIMIT_PROBE_MS) {
         const i = n++;
         const name = names[i % names.length] as string;
-        const outcome = await api.requestTo(name, {
-          method: "GET",
-          path: `/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`,
-          headers: { authorization: bot.token },
-        });
+        const outcome = await api.requestTo(name, checkRequest(bot.id, bot.token));
         if (outcome.kind !== "answered" || (outcome.status !== 200 && outcome.status !== 429)) {
           probe.other.push(`${name}: ${describe(outcome)}`);
         } else if (outcome.status === 429) {
@@ -489,7 +489,7 @@ export async function limitProbe(
           if (typeof remaining !== "string") probe.failedOpen++;
           else {
             probe.counted++;
-            if (outcome.headers["ratelimit-limit"] !== CHECK_LIMIT) probe.local++;
+            if (outcome.headers["ratelimit-limit"] !== String(CHECK_LIMIT)) probe.local++;
             if (remainingSeen.has(remaining)) probe.repeatedRemaining++;
             remainingSeen.add(remaining);
           }
@@ -513,12 +513,7 @@ export async function rotationProbe(
 ): Promise<RotationProbe> {
   const { api, ingest, internal } = fleet;
   const names = fleet.apiNames();
-  const check = (name: string, token: string) =>
-    api.requestTo(name, {
-      method: "GET",
-      path: `/api/v1/bots/${bot.id}/check?userId=${randomUserId()}`,
-      headers: { authorization: token },
-    });
+  const check = (name: string, token: string) => api.requestTo(name, checkRequest(bot.id, token));
   const problems: string[] = [];
   for (const name of names) {
     const before = await check(name, bot.token);

@@ -10,6 +10,7 @@ import { DEFAULT_QUEUE_PREFIX } from "@botdir/schema";
 import { sleep } from "../processes.js";
 import {
   type Bot,
+  CHECK_LIMIT,
   createBot,
   type Deliveries,
   type Fault,
@@ -264,9 +265,9 @@ export function violations(f: Figures, options: ScenarioOptions): string[] {
   if (f.checkMismatches > 0)
     out.push(`${f.checkMismatches} checks said "not voted" for a user whose vote was answered 201`);
   for (const probe of f.limitProbes) {
-    if (probe.counted > 600)
+    if (probe.counted > CHECK_LIMIT)
       out.push(
-        `${probe.label}: ${probe.counted} checks of one token were counted and allowed in one window (limit 600)`,
+        `${probe.label}: ${probe.counted} checks of one token were counted and allowed in one window (limit ${CHECK_LIMIT})`,
       );
     if (probe.repeatedRemaining > 0)
       out.push(

@@ -646,7 +646,7 @@ export class OtlpSpanExporter implements SpanSink {
   /** The thread that sends the exports (SENDER_SOURCE), started at the first one. */
   private worker: Worker | undefined;
   /** MAKE_SENDER's sender on this thread (exportThread false), made at the first export. */
-  private here: { send(body: Uint8Array): Promise<string | undefined>; close(): void } | undefined;
+  private here: ReturnType<MakeSender> | undefined;
   private readonly answers = new Map<number, (error: string | undefined) => void>();
   private nextExport = 0;
   private readonly prefix: { resource: Buffer; scope: Buffer };
