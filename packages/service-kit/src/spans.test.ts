@@ -480,4 +480,31 @@ describe("ids and the ratio sampler", () => {
     expect(ids.some(ratioSampler(0))).toBe(false);
     expect(ids.filter(tenth)).toEqual(ids.filter(ratioSampler(0.1)));
   });
+
+  it("decides as the SDK's TraceIdRatioBased algorithm (parseInt of each 8-character word) for ids in either case", () => {
+    // The OpenTelemetry SDK's accumulation, as sdk-trace-base's TraceIdRatioBasedSampler does it.
+    const sdk = (ratio: number) => {
+      const upper = Math.floor(ratio * 0xffffffff);
+      return (traceId: string) => {
+        let acc = 0;
+        for (let i = 0; i < traceId.length / 8; i++) {
+          acc = (acc ^ Number.parseInt(traceId.slice(i * 8, (i + 1) * 8), 16)) >>> 0;
+        }
+        return acc < upper;
+      };
+    };
+    const ids = [
+      ...Array.from({ length: 20_000 }, newTraceId),
+      ...Array.from({ length: 2_000 }, () => newTraceId().toUpperCase()),
+      "ffffffffffffffffffffffffffffffff",
+      "0000000000000000000000000000000f",
+      "FFFFFFFF000000000000000000000000",
+    ];
+    for (const ratio of [0.001, 0.1, 0.5, 0.999]) {
+      const ours = ratioSampler(ratio);
+      const theirs = sdk(ratio);
+      const differing = ids.filter((id) => ours(id) !== theirs(id));
+      expect({ ratio, differing }).toEqual({ ratio, differing: [] });
+    }
+  });
 });
