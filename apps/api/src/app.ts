@@ -42,26 +42,25 @@ export function createApp(deps: ApiDeps): ApiApp {
   const prefix = deps.redisPrefix ?? DEFAULT_REDIS_PREFIX;
   const metrics = deps.metrics ?? createApiMetrics();
   const batching: BatchLimits = { ...DEFAULT_BATCH_LIMITS, ...deps.batching };
+  const limiter = instrumentLimiter(
+    createRateLimiter({
+      redis: deps.redis,
+      prefix,
+      limits: deps.limits,
+      timeoutMs: deps.limiterTimeoutMs,
+      localShare: deps.limiterLocalShare,
+      logger: deps.logger,
+      clock: deps.clock,
+      batching,
+    }),
+    metrics,
+  );
   const ctx: ApiContext = {
     db: deps.db,
     clock: deps.clock,
     logger: deps.logger,
     bodyLimits: { ...DEFAULT_BODY_LIMITS, ...deps.bodyLimits },
-    limiter: traceLimiter(
-      instrumentLimiter(
-        createRateLimiter({
-          redis: deps.redis,
-          prefix,
-          limits: deps.limits,
-          timeoutMs: deps.limiterTimeoutMs,
-          localShare: deps.limiterLocalShare,
-          logger: deps.logger,
-          clock: deps.clock,
-          batching,
-        }),
-        metrics,
-      ),
-    ),
+    limiter: traceLimiter(limiter),
     tokens: deps.tokens ?? null,
     flood:
       deps.flood === false
@@ -70,7 +69,7 @@ export function createApp(deps: ApiDeps): ApiApp {
     // A request refused from a note is a rate-limit rejection like one Redis decided.
     limitNotes: createLimitNotes({ onRefusal: (endpoint) => metrics.rejections[endpoint].inc() }),
     caches: createCaches({ redis: deps.redis, prefix, logger: deps.logger, clock: deps.clock }),
-    // `/check`'s read: no span of its own (apps/api/src/tracing.ts).
+    // `/check`'s read: no span (below, with its limiter).
     voteWindow: createBatcher({
       ...batching,
       run: (keys) => findVoteWindows(deps.db, keys),
@@ -111,7 +110,9 @@ export function createApp(deps: ApiDeps): ApiApp {
   // Routes go on the app's own router (a nested Router would add a second dispatch per request),
   // and Express tries them in registration order, so the hottest go first (no two overlap).
   const router = app.router;
-  registerCheck(router, ctx);
+  // `/check` records its server span only (apps/api/src/tracing.ts): its limiter decisions and its
+  // vote-window read (above) make no span, and pass through no tracing wrapper.
+  registerCheck(router, { ...ctx, limiter });
   registerStats(router, ctx);
   registerVotes(router, ctx);
   registerCommands(router, ctx);

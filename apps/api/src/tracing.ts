@@ -2,10 +2,11 @@
  * The API's spans below the request's server span (docs/tracing.md): the limiter's Redis call and
  * the PostgreSQL statements, as CLIENT spans — except on `GET /check`, the hottest path, whose
  * server span is its only one (its two children cost more than half of what recording a `/check`
- * costs: docs/performance.md "Instructions per request"). The statements are shared by the
- * requests of one event-loop turn (createBatcher), so each span is this request's wait for its batch. Where nothing
- * is exported (decided by startTelemetry, before the app is built) these spans are never made, so
- * the limiter and the statements are returned as they are: no wrapper on the hot paths.
+ * costs: docs/performance.md "Instructions per request"); app.ts hands its route the limiter and
+ * the read without these wrappers. The statements are shared by the requests of one event-loop
+ * turn (createBatcher), so each span is this request's wait for its batch. Where nothing is
+ * exported (decided by startTelemetry, before the app is built) these spans are never made, so the
+ * limiter and the statements are returned as they are: no wrapper on the hot paths.
  */
 import type { Batched } from "@botdir/batcher";
 import { inSpan, SpanKind, tracesExported } from "@botdir/service-kit";
@@ -14,27 +15,22 @@ import type { RateLimiter } from "./services/ratelimit.js";
 const REDIS = { "db.system.name": "redis" } as const;
 const POSTGRES = { "db.system.name": "postgresql" } as const;
 
-/** Endpoints whose limiter decisions make no span (their requests' server span is their only one). */
-const UNTRACED_LIMITS: ReadonlySet<string> = new Set(["check"]);
-
 /**
- * The limiter with a `redis.rate_limit` span around each decision (the decision as an attribute),
- * but for UNTRACED_LIMITS' endpoints.
+ * The limiter with a `redis.rate_limit` span around each decision (the decision as an attribute).
+ * `/check`'s route is given the limiter itself (app.ts).
  */
 export function traceLimiter(limiter: RateLimiter): RateLimiter {
   if (!tracesExported()) return limiter;
   const span = <D extends { kind: string }>(endpoint: string, run: () => Promise<D>) =>
-    UNTRACED_LIMITS.has(endpoint)
-      ? run()
-      : inSpan(
-          "redis.rate_limit",
-          { kind: SpanKind.CLIENT, attributes: { ...REDIS, "botdir.endpoint": endpoint }, leaf: true },
-          async (s) => {
-            const decision = await run();
-            s.setAttribute("botdir.rate_limit", decision.kind);
-            return decision;
-          },
-        );
+    inSpan(
+      "redis.rate_limit",
+      { kind: SpanKind.CLIENT, attributes: { ...REDIS, "botdir.endpoint": endpoint }, leaf: true },
+      async (s) => {
+        const decision = await run();
+        s.setAttribute("botdir.rate_limit", decision.kind);
+        return decision;
+      },
+    );
   return {
     consume: (endpoint, key) => span(endpoint, () => limiter.consume(endpoint, key)),
     consumeExisting: (endpoint, key) => span(endpoint, () => limiter.consumeExisting(endpoint, key)),
