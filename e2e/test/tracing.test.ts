@@ -563,10 +563,16 @@ describe("trace ids with tracing off", () => {
       new Set(pages.map((p) => p.traceId)),
     );
 
-    const log = await call(`${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries`, {
-      headers: { authorization: bot.token },
-    });
-    const attempts = (log.body as { attempts: { traceId: string }[] }).attempts;
+    // A webhook is received before its attempt is recorded (the dispatcher records it once the
+    // receiver has answered): the log is read until it holds all eight.
+    const attempts = await waitFor(async () => {
+      const log = await call(`${stack.api.base}/api/v1/bots/${bot.id}/webhook/deliveries`, {
+        headers: { authorization: bot.token },
+      });
+      const shown = (log.body as { attempts?: { traceId: string }[] }).attempts ?? [];
+      return shown.length >= pages.length ? shown : null;
+    }, "the eight attempts in the delivery log");
+    expect(attempts).toHaveLength(pages.length);
     expect(new Set(attempts.map((a) => a.traceId))).toEqual(new Set(pages.map((p) => p.traceId)));
 
     for (const page of pages) {
