@@ -81,7 +81,8 @@ export function instrumentLimiter(limiter: RateLimiter, metrics: ApiMetrics): Ra
     return decision;
   };
   return {
-    consume: async (endpoint, key) => count(endpoint, await limiter.consume(endpoint, key)),
+    consume: async (endpoint, key, existing) =>
+      count(endpoint, await limiter.consume(endpoint, key, existing)),
     consumeExisting: async (endpoint, key) => count(endpoint, await limiter.consumeExisting(endpoint, key)),
   };
 }

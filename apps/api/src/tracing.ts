@@ -32,7 +32,7 @@ export function traceLimiter(limiter: RateLimiter): RateLimiter {
       },
     );
   return {
-    consume: (endpoint, key) => span(endpoint, () => limiter.consume(endpoint, key)),
+    consume: (endpoint, key, existing) => span(endpoint, () => limiter.consume(endpoint, key, existing)),
     consumeExisting: (endpoint, key) => span(endpoint, () => limiter.consumeExisting(endpoint, key)),
   };
 }

@@ -3,11 +3,11 @@ import { createServer, type Server, type Socket } from "node:net";
 import { hashToken } from "@botdir/db";
 import { randomBotId, seedBot } from "@botdir/db/testing";
 import { systemClock } from "@botdir/service-kit";
-import { redisReady } from "@botdir/service-kit/testing";
+import { redisReady, waitFor } from "@botdir/service-kit/testing";
 import { startRedisServer } from "@botdir/test-stores";
 import { Redis } from "ioredis";
 import request from "supertest";
-import { createRateLimiter } from "../src/services/ratelimit.js";
+import { createRateLimiter, type NewWindow } from "../src/services/ratelimit.js";
 import {
   CapturingLogger,
   checkVote,
@@ -244,9 +244,16 @@ describe("while Redis fails: this replica's share, counted locally; fail-open as
         kind: "allowed",
         remaining: 598,
       });
-      // A token PostgreSQL has not confirmed opens no local window.
-      expect(await limiter.consumeExisting("votes", "c".repeat(64))).toEqual({ kind: "new", limit: 60 });
+      // A token PostgreSQL has not confirmed opens no local window; once confirmed, it is counted
+      // locally, and here the table is full.
+      const unconfirmed = await limiter.consumeExisting("votes", "c".repeat(64));
+      expect(unconfirmed).toEqual({ kind: "new", limit: 60, countLocally: true });
       expect(logger.events("rate_limit_fail_open")).toHaveLength(1);
+      expect(await limiter.consume("votes", "c".repeat(64), unconfirmed as NewWindow)).toEqual({
+        kind: "unknown",
+        limit: 60,
+      });
+      expect(logger.events("rate_limit_fail_open")).toHaveLength(2);
       expect(logger.events("rate_limit_local_fallback")).toHaveLength(1);
     } finally {
       redis.disconnect();
@@ -272,6 +279,68 @@ describe("while Redis fails: this replica's share, counted locally; fail-open as
       expect(local.headers["ratelimit-remaining"]).toBe("9");
     } finally {
       redis.disconnect();
+      await server.stop();
+    }
+  });
+
+  it("when Redis executes a count after the limiter gave up on it, then that request is counted once in the shared window: once confirmed, it is decided from that late count if it comes within another deadline, else counted locally, and it opens Redis's window only if that count found none", async () => {
+    const server = await startRedisServer();
+    const redis = await failFastRedis(server.url);
+    const pauser = await failFastRedis(server.url);
+    const app = h.app({ redis, limiterTimeoutMs: 100 });
+    const bot = await newBot();
+    const key = `${h.prefix}rl:commands:${hashToken(bot.token)}`;
+    const before = h.logger.events("rate_limit_local_fallback").length;
+    try {
+      const opened = await putCommands(app, bot.id, bot.auth);
+      expect(opened.status).toBe(200);
+      expect(await pauser.get(key)).toBe("1");
+
+      // Redis holds every client's commands for a second, then executes them: the limiter's
+      // calls time out first, and the count of the window's existing key lands late.
+      await pauser.call("CLIENT", "PAUSE", "1000", "ALL");
+      const late = await putCommands(app, bot.id, bot.auth);
+      expect(late.status).toBe(200);
+      // Counted by this process (its own window: the first it counts), as the fallback does.
+      expect(late.headers["ratelimit-remaining"]).toBe("9");
+      const events = h.logger.events("rate_limit_local_fallback").slice(before) as { reason: string }[];
+      expect(events.map((e) => e.reason)).toContain("timeout");
+
+      // Once the pause is over: the late count, and the next request counts on from it.
+      await waitFor(async () => (await pauser.get(key)) === "2", "the late count in Redis");
+      const next = await putCommands(app, bot.id, bot.auth);
+      expect(next.headers["ratelimit-remaining"]).toBe("7");
+
+      // A token's first request of the minute: the late call finds no window and writes nothing;
+      // once its reply says so, the request opens Redis's window.
+      const fresh = await newBot();
+      const freshKey = `${h.prefix}rl:commands:${hashToken(fresh.token)}`;
+      await pauser.call("CLIENT", "PAUSE", "1000", "ALL");
+      const first = await putCommands(app, fresh.id, fresh.auth);
+      expect(first.status).toBe(200);
+      expect(first.headers["ratelimit-remaining"]).toBe("9");
+      await waitFor(
+        async () => (await pauser.get(freshKey)) === "1",
+        "the window opened after the late reply",
+      );
+      expect(await pauser.pttl(freshKey)).toBeGreaterThan(0);
+      const second = await putCommands(app, fresh.id, fresh.auth);
+      expect(second.headers["ratelimit-remaining"]).toBe("8");
+
+      // A call late by less than a deadline more: its reply is in by the time the token is
+      // confirmed, and the request is decided from Redis's count, the second of the window.
+      const briefly = h.app({ redis, limiterTimeoutMs: 300 });
+      const third = await newBot();
+      const thirdKey = `${h.prefix}rl:commands:${hashToken(third.token)}`;
+      expect((await putCommands(briefly, third.id, third.auth)).status).toBe(200);
+      await pauser.call("CLIENT", "PAUSE", "450", "ALL");
+      const decided = await putCommands(briefly, third.id, third.auth);
+      expect(decided.status).toBe(200);
+      expect(decided.headers["ratelimit-remaining"]).toBe("8");
+      expect(await pauser.get(thirdKey)).toBe("2");
+    } finally {
+      redis.disconnect();
+      pauser.disconnect();
       await server.stop();
     }
   });

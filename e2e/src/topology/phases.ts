@@ -23,10 +23,11 @@ export interface Bot {
 
 /**
  * One token's checks sent to the API replicas in turn until every replica has refused one with 429.
- * A 200 with RateLimit-Remaining was counted in the window; one without it is the limiter failing
- * open (Redis slower than its deadline, or down: the spec lets the request through). One window
- * shared by the replicas never gives two answers the same RateLimit-Remaining; a window per replica
- * gives each value twice and 1,200 counted 200s.
+ * A 200 with RateLimit-Remaining was counted: in the shared window (RateLimit-Limit 600), or by the
+ * replica alone (its share, 300: Redis failed or answered after the limiter's deadline); one
+ * without it is the limiter failing open (the spec's last resort). One window shared by the
+ * replicas never gives two of its answers the same RateLimit-Remaining; a window per replica gives
+ * each value twice and 1,200 counted 200s.
  */
 export interface LimitProbe {
   label: string;
@@ -34,7 +35,7 @@ export interface LimitProbe {
   counted: number;
   /** 200 answers without it (fail-open). */
   failedOpen: number;
-  /** RateLimit-Remaining values that two answers carried. */
+  /** RateLimit-Remaining values that two answers of the shared window carried. */
   repeatedRemaining: number;
   /** Per replica: the answer number of its first 429 (null: none). */
   firstRefusal: Map<string, number | null>;
@@ -42,6 +43,13 @@ export interface LimitProbe {
   other: string[];
   /** 200 answers counted by a replica alone (RateLimit-Limit its local share, not the limit). */
   local: number;
+  /**
+   * 429 answers of the shared window (RateLimit-Limit the limit): Redis had counted past the
+   * limit, so every one of the limit's increments before them belongs to a request answered 200,
+   * counted there or (a count Redis executed after the limiter gave up on it) counted locally or
+   * failed open.
+   */
+  sharedRefusals: number;
   /** How long the probe waited for every replica's limiter to count on Redis before it began. */
   waitedMs: number;
   ms: number;
@@ -468,6 +476,7 @@ export async function limitProbe(
     firstRefusal,
     other: [],
     local: 0,
+    sharedRefusals: 0,
     waitedMs,
     ms: 0,
   };
@@ -484,14 +493,18 @@ export async function limitProbe(
           probe.other.push(`${name}: ${describe(outcome)}`);
         } else if (outcome.status === 429) {
           if (firstRefusal.get(name) === null) firstRefusal.set(name, i + 1);
+          if (outcome.headers["ratelimit-limit"] === String(CHECK_LIMIT)) probe.sharedRefusals++;
         } else {
           const remaining = outcome.headers["ratelimit-remaining"];
           if (typeof remaining !== "string") probe.failedOpen++;
           else {
             probe.counted++;
+            // A replica's local count (its share, API_REPLICAS) has values of its own.
             if (outcome.headers["ratelimit-limit"] !== String(CHECK_LIMIT)) probe.local++;
-            if (remainingSeen.has(remaining)) probe.repeatedRemaining++;
-            remainingSeen.add(remaining);
+            else {
+              if (remainingSeen.has(remaining)) probe.repeatedRemaining++;
+              remainingSeen.add(remaining);
+            }
           }
         }
       }
@@ -499,7 +512,7 @@ export async function limitProbe(
   );
   probe.ms = Date.now() - startedAt;
   log(
-    `${label} (after ${waitedMs} ms for the limiters on Redis): ${probe.counted} counted 200s (${probe.local} by a replica alone), ${probe.failedOpen} failed open, first 429 at ${[...firstRefusal].map(([r, i]) => `${r} #${i ?? "never"}`).join(", ")}; ${probe.repeatedRemaining} repeated RateLimit-Remaining; ${probe.ms} ms`,
+    `${label} (after ${waitedMs} ms for the limiters on Redis): ${probe.counted} counted 200s (${probe.local} by a replica alone), ${probe.failedOpen} failed open, first 429 at ${[...firstRefusal].map(([r, i]) => `${r} #${i ?? "never"}`).join(", ")} (${probe.sharedRefusals} 429s of the shared window); ${probe.repeatedRemaining} repeated RateLimit-Remaining; ${probe.ms} ms`,
   );
   return probe;
 }

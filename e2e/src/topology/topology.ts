@@ -225,6 +225,9 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
         // timeout is a delivery the dispatcher must send again (a duplicate by design).
         WEBHOOK_TIMEOUT_MS: "10000",
         DB_POOL_MAX: "8",
+        // Two API replicas (three for a moment in a rolling restart), as the manifests: a request
+        // the limiter counted locally says so with its share (RateLimit-Limit 300 for /check).
+        API_REPLICAS: "2",
         // The balancer polls /readyz every 200 ms; the drain leaves room for its own event loop
         // falling seconds behind on a busy machine (a load balancer's endpoint update lags too).
         SHUTDOWN_DRAIN_MS: "5000",

@@ -129,7 +129,7 @@ export async function countConfirmed(
   botId: string | null,
 ): Promise<RateDecision> {
   if (botId === null) throw unauthorized();
-  return rate.kind === "new" ? ctx.limiter.consume(endpoint, tokenHash) : rate;
+  return rate.kind === "new" ? ctx.limiter.consume(endpoint, tokenHash, rate) : rate;
 }
 
 /** Bodies above this that a refusal leaves unread are not drained: the connection is closed. */

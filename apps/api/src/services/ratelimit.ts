@@ -11,10 +11,15 @@
  * (the local fallback, as rate-limiter-flexible's insurance limiter): a fixed window per token and
  * endpoint in memory, with this replica's share of the limit (`localShare`, 1 / API_REPLICAS,
  * rounded up to whole requests). The decision carries `local: true` and is counted by the caller's
- * metrics. Only when the process cannot count either (its table of local windows is full) does the
- * limiter fail open, the spec's last resort: the request goes through (and is still authenticated
- * by the caller). Both are logged without any key or token. Redis's count and the local count are
- * separate: a window counted locally is not added to Redis when it answers again.
+ * metrics. Redis's window holds a request once at most: a call that timed out may still be run by
+ * Redis, so it is never sent again. A token's unconfirmed count that timed out (consumeExisting)
+ * is awaited once more while PostgreSQL confirms the token: the request is decided from its late
+ * reply, or counted locally without one, and a late reply that found no window opens it (consume).
+ * Only when the process cannot count either (its table of local windows
+ * is full) does the limiter fail open, the spec's last resort: the request goes through (and is
+ * still authenticated by the caller). Both are logged without any key or token. Redis's count and
+ * the local count are separate: a window counted locally is not added to Redis when it answers
+ * again.
  *
  * An unknown token never creates a key: the routes first call `consumeExisting`, which counts only
  * a window that already exists (the token was known when it was opened) and answers `new`
@@ -101,8 +106,13 @@ end
 return out
 `;
 
-/** One key's window after a Lua call, or why its slot's call failed (the key fails open). */
-type WindowCount = { count: number; ttlMs: number } | { failed: unknown };
+/**
+ * One key's window after a Lua call, or why its slot's call failed (the key is counted locally).
+ * A call that timed out may still be run by Redis: `late` is its window when its reply comes after
+ * all (count 0: it found no window and wrote nothing), null when it fails.
+ */
+type Counted = { count: number; ttlMs: number };
+type WindowCount = Counted | { failed: unknown; late?: Promise<Counted | null> };
 
 interface LimiterCommands {
   botdirConsumeWindows(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
@@ -126,11 +136,22 @@ export type RateDecision =
 export interface NewWindow {
   kind: "new";
   limit: number;
+  /**
+   * Redis failed or was too slow for this request, and this process had no window of its own for
+   * the token: once confirmed, `consume` given this answer decides the request from the late reply
+   * of the call that timed out, or counts it locally. Redis may still run that call; a second one
+   * would count the same request twice in the shared window.
+   */
+  countLocally?: true;
 }
 
 export interface RateLimiter {
-  /** Counts one request of `key` (the token hash) against `endpoint`, opening its window. Never rejects. */
-  consume(endpoint: LimitedEndpoint, key: string): Promise<RateDecision>;
+  /**
+   * Counts one request of `key` (the token hash) against `endpoint`, opening its window. Given the
+   * request's own `new` answer of `consumeExisting` that came from the local fallback, decides it
+   * from that call's late reply, or counts it locally. Never rejects.
+   */
+  consume(endpoint: LimitedEndpoint, key: string, existing?: NewWindow): Promise<RateDecision>;
   /**
    * Counts one request only if `key`'s window exists; `new` (nothing written) otherwise. For
    * requests whose token PostgreSQL has not confirmed yet. Never rejects.
@@ -170,7 +191,7 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
     isolateFailures: false,
     // One Lua call per batch on a single Redis; on a Cluster one per hash slot of the batch's
     // keys (a script's keys must share a slot), sent together, each under its own deadline: a
-    // slot whose master does not answer (a failover, a slow node) fails open its own keys only.
+    // slot whose master does not answer (a failover, a slow node) falls back for its own keys only.
     run: async (inputs) => {
       const results = new Array<WindowCount>(inputs.length);
       const groups = groupBySlot(
@@ -179,21 +200,34 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
       );
       await Promise.all(
         groups.map(async (group) => {
+          const call = redis.botdirConsumeWindows(
+            group.length,
+            ...group.map((i) => (inputs[i] as { key: string }).key),
+            WINDOW_SECONDS * 1000,
+            ...group.map((i) => (inputs[i]?.open ? "1" : "0")),
+          );
           try {
-            const flat = await withLoopTimeout(
-              redis.botdirConsumeWindows(
-                group.length,
-                ...group.map((i) => (inputs[i] as { key: string }).key),
-                WINDOW_SECONDS * 1000,
-                ...group.map((i) => (inputs[i]?.open ? "1" : "0")),
-              ),
-              timeoutMs,
-            );
+            const flat = await withLoopTimeout(call, timeoutMs);
             group.forEach((inputIndex, j) => {
               results[inputIndex] = { count: Number(flat[2 * j]), ttlMs: Number(flat[2 * j + 1]) };
             });
           } catch (error) {
-            for (const inputIndex of group) results[inputIndex] = { failed: error };
+            // Given up on, not necessarily failed: Redis may still run the call and reply.
+            const late =
+              error instanceof TimeoutError
+                ? call.then(
+                    (flat) => flat,
+                    () => null,
+                  )
+                : undefined;
+            group.forEach((inputIndex, j) => {
+              results[inputIndex] = {
+                failed: error,
+                late: late?.then((flat) =>
+                  flat === null ? null : { count: Number(flat[2 * j]), ttlMs: Number(flat[2 * j + 1]) },
+                ),
+              };
+            });
           }
         }),
       );
@@ -230,33 +264,79 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
     lastLogged.set(logKey, { at: now, suppressed: 0 });
   }
 
+  const windowKey = (endpoint: LimitedEndpoint, key: string) => `${options.prefix}rl:${endpoint}:${key}`;
+  /** The failed Redis call behind each `new` answer of the local fallback, for its confirmed count. */
+  const failures = new WeakMap<NewWindow, Extract<WindowCount, { failed: unknown }>>();
+
   async function count(endpoint: LimitedEndpoint, key: string, open: boolean) {
     const limit = limits[endpoint];
+    let counted: WindowCount;
     try {
-      const counted = await consumeWindows({ key: `${options.prefix}rl:${endpoint}:${key}`, open });
-      if ("failed" in counted) throw counted.failed;
-      const { count, ttlMs } = counted;
-      if (count === 0) return { kind: "new", limit } as const;
-      const resetSeconds = toSeconds(ttlMs);
-      return count > limit
-        ? ({ kind: "limited", limit, remaining: 0, resetSeconds, resetMs: ttlMs } as const)
-        : ({ kind: "allowed", limit, remaining: limit - count, resetSeconds, resetMs: ttlMs } as const);
+      counted = await consumeWindows({ key: windowKey(endpoint, key), open });
     } catch (error) {
-      // A window this process has not opened is opened only for a confirmed token (`open`): an
-      // unconfirmed one answers `new`, and the caller counts it again once PostgreSQL confirmed it.
-      const counted = local.count(endpoint, key, limit, open);
-      if (counted === "new") return { kind: "new", limit } as const;
-      if (counted === "full") {
-        logFallback(endpoint, error, "open");
-        return { kind: "unknown", limit } as const;
-      }
-      logFallback(endpoint, error, "local");
-      return counted;
+      counted = { failed: error };
     }
+    if (!("failed" in counted)) {
+      return counted.count === 0 ? ({ kind: "new", limit } as const) : decide(limit, counted);
+    }
+    // A window this process has not opened is opened only for a confirmed token (`open`): an
+    // unconfirmed one answers `new` (`countLocally`), and once PostgreSQL has confirmed the token
+    // the caller's `consume` counts the request here too (see there for Redis's window).
+    const localCount = local.count(endpoint, key, limit, open);
+    if (localCount === "new") {
+      const unconfirmed = { kind: "new", limit, countLocally: true } as const;
+      failures.set(unconfirmed, counted);
+      return unconfirmed;
+    }
+    return fellBack(endpoint, counted.failed, localCount, limit);
+  }
+
+  /** The decision of a window Redis counted (count ≥ 1). */
+  function decide(limit: number, { count, ttlMs }: Counted): RateDecision {
+    const resetSeconds = toSeconds(ttlMs);
+    return count > limit
+      ? { kind: "limited", limit, remaining: 0, resetSeconds, resetMs: ttlMs }
+      : { kind: "allowed", limit, remaining: limit - count, resetSeconds, resetMs: ttlMs };
+  }
+
+  function fellBack(
+    endpoint: LimitedEndpoint,
+    error: unknown,
+    counted: Exclude<ReturnType<typeof local.count>, "new">,
+    limit: number,
+  ): RateDecision {
+    if (counted === "full") {
+      logFallback(endpoint, error, "open");
+      return { kind: "unknown", limit };
+    }
+    logFallback(endpoint, error, "local");
+    return counted;
   }
 
   return {
-    async consume(endpoint, key) {
+    async consume(endpoint, key, existing) {
+      const failure = existing?.countLocally ? failures.get(existing) : undefined;
+      if (failure) {
+        const limit = limits[endpoint];
+        // Redis's window must hold the request once. The call that timed out may have been run
+        // since (PostgreSQL confirmed the token meanwhile): its reply is awaited as long as a call
+        // of our own. Counted there (≥ 1), the request is decided from it, as if it had come in
+        // time; a window it found none of (0) is opened below like any confirmed request's.
+        const late = failure.late && (await withLoopTimeout(failure.late, timeoutMs).catch(() => undefined));
+        if (late && late.count > 0) return decide(limit, late);
+        if (!late) {
+          // No reply yet (or the call failed): counted here. Should the reply come and say the
+          // call found no window, the request opens it then; a second call would count it twice.
+          failure.late
+            ?.then((reply) =>
+              reply?.count === 0 ? consumeWindows({ key: windowKey(endpoint, key), open: true }) : null,
+            )
+            .catch(() => {});
+          const counted = local.count(endpoint, key, limit, true);
+          // Opening (`true`), the local count never answers "new".
+          if (counted !== "new") return fellBack(endpoint, failure.failed, counted, limit);
+        }
+      }
       const decision = await count(endpoint, key, true);
       // Not reachable (an opened window counts at least 1); kept total for the type.
       return decision.kind === "new" ? { kind: "unknown", limit: decision.limit } : decision;
