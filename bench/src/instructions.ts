@@ -24,7 +24,9 @@
  * Env: BENCH_NODE (the apps' Node, as `pnpm bench`), INSTR_N (4,000), INSTR_WARM (6,000),
  * INSTR_DELIVER_N (3,000), INSTR_DELIVER_WARM (4,000), INSTR_C (connections, 8), INSTR_ROUNDS (1),
  * INSTR_ONLY (comma-separated variant names), INSTR_PATHS (`check,cast,deliver`), INSTR_KEEP (a folder: the callgrind files kept there), INSTR_NODE_ARGS (more Node
- * flags, e.g. --perf-basic-prof to name JIT code), INSTR_VALGRIND_ARGS (e.g. `--cache-sim=yes --branch-sim=yes`).
+ * flags, e.g. --perf-basic-prof to name JIT code), INSTR_VALGRIND_ARGS (e.g. `--cache-sim=yes --branch-sim=yes`),
+ * INSTR_IDLE_S (after each counted window, count that many seconds of the process idle: its timers' own
+ * instructions per second; each window's length is printed).
  * The processes counted run with their young generation pinned (countedNodeArgs).
  */
 import { execFileSync, spawn } from "node:child_process";
@@ -290,7 +292,9 @@ async function main(): Promise<void> {
             await drive(which === "deliver" ? DELIVER_WARM : WARM);
             const before = sink.received().exports;
             execFileSync("callgrind_control", ["-i", "on", String(child.pid)], { stdio: "ignore" });
+            const windowStartedAt = Date.now();
             await drive(n);
+            const windowS = (Date.now() - windowStartedAt) / 1000;
             execFileSync("callgrind_control", ["-d", String(child.pid)], { stdio: "ignore" });
             const exports = sink.received().exports - before;
             // One file per thread: -01 is the main thread (the requests' JavaScript, the young
@@ -321,8 +325,20 @@ async function main(): Promise<void> {
               exports,
             });
             log(
-              `${which} ${variant.name}: ${perRequest} instructions per request, ${mainPerRequest} on the main thread (${exports} exports in the window; pid ${child.pid})`,
+              `${which} ${variant.name}: ${perRequest} instructions per request, ${mainPerRequest} on the main thread (${exports} exports in the window of ${windowS.toFixed(1)} s; pid ${child.pid})`,
             );
+            const idleS = Number(process.env.INSTR_IDLE_S ?? 0);
+            if (idleS > 0) {
+              await sleep(idleS * 1000);
+              execFileSync("callgrind_control", ["-d", String(child.pid)], { stdio: "ignore" });
+              const idleMain = readdirSync(outDir).find((f) => f === `${path.basename(out)}.2-01`);
+              const idle = idleMain
+                ? Number(/^summary: (\d+)/m.exec(readFileSync(path.join(outDir, idleMain), "utf8"))?.[1] ?? 0)
+                : 0;
+              log(
+                `${which} ${variant.name}: idle for ${idleS} s after the window: ${Math.round(idle / idleS)} main-thread instructions per second`,
+              );
+            }
           } catch (error) {
             throw new Error(`${which} ${variant.name}: ${(error as Error).message}\n${stderr}`);
           } finally {
