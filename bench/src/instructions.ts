@@ -31,7 +31,7 @@
  */
 import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createSecretBox, migrate } from "@botdir/db";
@@ -68,6 +68,11 @@ const DELIVER_DEADLINE_MS = 30 * 60_000;
 const deliverBotId = (i: number) => botId(10_000 + i);
 const BOTS = 200;
 const BASE_DB = process.env.DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
+
+/** The instructions a callgrind file counted (its `summary:` line). */
+function instructionsIn(file: string): number {
+  return Number(/^summary: (\d+)/m.exec(readFileSync(file, "utf8"))?.[1] ?? 0);
+}
 
 /**
  * The apps' Node flags (appNodeArgs: the image's NODE_OPTIONS) with the young generation pinned at
@@ -302,7 +307,7 @@ async function main(): Promise<void> {
             const files = readdirSync(outDir).filter((f) => f.startsWith(`${path.basename(out)}.1-`));
             const counts = files.map((f) => ({
               main: f.endsWith("-01"),
-              n: Number(/^summary: (\d+)/m.exec(readFileSync(path.join(outDir, f), "utf8"))?.[1] ?? 0),
+              n: instructionsIn(path.join(outDir, f)),
             }));
             const total = counts.reduce((sum, c) => sum + c.n, 0);
             const mainThread = counts.find((c) => c.main)?.n ?? 0;
@@ -331,10 +336,9 @@ async function main(): Promise<void> {
             if (idleS > 0) {
               await sleep(idleS * 1000);
               execFileSync("callgrind_control", ["-d", String(child.pid)], { stdio: "ignore" });
-              const idleMain = readdirSync(outDir).find((f) => f === `${path.basename(out)}.2-01`);
-              const idle = idleMain
-                ? Number(/^summary: (\d+)/m.exec(readFileSync(path.join(outDir, idleMain), "utf8"))?.[1] ?? 0)
-                : 0;
+              // The second dump's main thread (`-01`).
+              const idleMain = `${out}.2-01`;
+              const idle = existsSync(idleMain) ? instructionsIn(idleMain) : 0;
               log(
                 `${which} ${variant.name}: idle for ${idleS} s after the window: ${Math.round(idle / idleS)} main-thread instructions per second`,
               );

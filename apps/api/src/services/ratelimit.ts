@@ -15,11 +15,10 @@
  * Redis, so it is never sent again. A token's unconfirmed count that timed out (consumeExisting)
  * is awaited once more while PostgreSQL confirms the token: the request is decided from its late
  * reply, or counted locally without one, and a late reply that found no window opens it (consume).
- * Only when the process cannot count either (its table of local windows
- * is full) does the limiter fail open, the spec's last resort: the request goes through (and is
- * still authenticated by the caller). Both are logged without any key or token. Redis's count and
- * the local count are separate: a window counted locally is not added to Redis when it answers
- * again.
+ * Only when the process cannot count either (its table of local windows is full) does the limiter
+ * fail open, the spec's last resort: the request goes through (and is still authenticated by the
+ * caller). Both are logged without any key or token. Redis's count and the local count are
+ * separate: a window counted locally is not added to Redis when it answers again.
  *
  * An unknown token never creates a key: the routes first call `consumeExisting`, which counts only
  * a window that already exists (the token was known when it was opened) and answers `new`
@@ -213,13 +212,7 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
             });
           } catch (error) {
             // Given up on, not necessarily failed: Redis may still run the call and reply.
-            const late =
-              error instanceof TimeoutError
-                ? call.then(
-                    (flat) => flat,
-                    () => null,
-                  )
-                : undefined;
+            const late = error instanceof TimeoutError ? call.catch(() => null) : undefined;
             group.forEach((inputIndex, j) => {
               results[inputIndex] = {
                 failed: error,
