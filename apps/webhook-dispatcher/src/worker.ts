@@ -428,22 +428,20 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
   /**
    * A `vote.batch` job's consumer span starts a trace of its own and links to each item's context
    * (OpenTelemetry's messaging conventions for a batch); each item's work is in its vote's trace.
+   * The items run outside the batch's context (`leaf`): an item its own trace does not record
+   * makes no span and carries its own trace id (X-Webhook-Trace, the delivery log), as with tracing
+   * off, whether the batch's trace is recorded or not.
    */
   function processBatch(job: DeliveryJob): Promise<BatchResult> {
     // Nothing exported: no span, no context (each item's trace id is its own, from its data).
     if (!tracesExported()) return processBatchInSpan(job, []);
     const items = (job.data as Partial<DeliveryBatchJobData>).deliveries;
-    const links: Link[] = [];
-    for (const item of Array.isArray(items) ? items : []) {
-      const linked = spanContextOf(typeof item?.traceparent === "string" ? item.traceparent : null);
-      if (linked) links.push({ context: linked });
-    }
     return inSpan(
       `${QUEUES.webhookDeliveries} process`,
       {
         kind: SpanKind.CONSUMER,
         root: true,
-        links,
+        leaf: true,
         attributes: {
           "messaging.system": "bullmq",
           "messaging.operation.type": "process",
@@ -453,6 +451,12 @@ export function createDispatcherWorker(deps: DispatcherDeps, config: DispatcherC
         },
       },
       (span) => {
+        // Not recorded: no links to read, and none back from the items.
+        if (!span.isRecording()) return processBatchInSpan(job, []);
+        for (const item of Array.isArray(items) ? items : []) {
+          const linked = spanContextOf(typeof item?.traceparent === "string" ? item.traceparent : null);
+          if (linked) span.addLink({ context: linked });
+        }
         const back = spanContextOf(traceparentOf(span.spanContext()));
         return processBatchInSpan(job, back ? [{ context: back }] : []);
       },

@@ -120,7 +120,7 @@ export async function handOff(
  */
 export async function handOffBatch(
   queue: Queue,
-  deliveries: { id: string; botId?: string }[],
+  deliveries: { id: string; botId?: string; traceparent?: string }[],
 ): Promise<string> {
   const { name, data, opts } = deliveryBatchJob(deliveries);
   const job = await queue.add(name, data, opts);
@@ -383,8 +383,8 @@ export interface DispatcherHarness extends DeliveryDatabase {
   /** Starts one more worker on the queue (`testConfig` plus `overrides`), closed by `close`. */
   addWorker(overrides?: Partial<DispatcherConfig>, logger?: Logger): Promise<StartedWorker>;
   handOff(delivery: HandOff, now?: Date): Promise<void>;
-  /** One `vote.batch` job of these deliveries; resolves with its job id. */
-  handOffBatch(deliveries: { id: string; botId?: string }[]): Promise<string>;
+  /** One `vote.batch` job of these deliveries (each with its vote's context, if given); resolves with its job id. */
+  handOffBatch(deliveries: { id: string; botId?: string; traceparent?: string }[]): Promise<string>;
   /** Waits until the job of delivery `id` has left the queue. */
   jobGone(id: string): Promise<void>;
   close(): Promise<void>;
