@@ -3,9 +3,9 @@
  * casting a vote and to delivering one (the dispatcher), in a measure that does not move with the host (`pnpm --filter @botdir/bench
  * instructions`; docs/performance.md "What tracing costs"). CPU time per request on this shared
  * host moves ±10 % from round to round between two processes of one build; an instruction count of
- * the same requests on the same build repeats within 1–3 % for the API and the cast and ≈ 14 % for
- * the dispatcher (V8 tiers each process a little differently; the dispatcher's batches follow the
- * queue's pace), so compare medians of several processes (INSTR_ROUNDS).
+ * the same requests on the same build repeats within 1–3 % for the API and the cast and ≈ 5 % for
+ * the dispatcher (V8 tiers each process a little differently), so compare medians of several
+ * processes (INSTR_ROUNDS).
  *
  * For each variant (tracing off; exporting with the sampler at 0, 0.001, 0.1 and always_on), an API
  * (or a vote-ingest) bundle is started under `valgrind --tool=callgrind` with instrumentation off,
@@ -14,7 +14,9 @@
  * threads (GC, the JIT) included. The `deliver` path runs a webhook-dispatcher under callgrind instead:
  * votes for 200 bots with webhooks on bench/src/receiver.ts are cast through a vote-ingest that runs
  * at full speed (tracing at 0.1, so a tenth of the jobs carry a sampled parent, as in production),
- * and the counted unit is a vote the receiver got (INSTR_DELIVER_WARM, then INSTR_DELIVER_N). The
+ * and the counted unit is a vote the receiver got (INSTR_DELIVER_WARM, then INSTR_DELIVER_N), one
+ * delivery at a time (DISPATCHER_CONCURRENCY=1 unless set: at the default 8 the claims and records
+ * batch as the queue's pace allows, and tracing off moved ≈ 20 % between processes, ≈ 5 % at 1). The
  * exports go to bench/src/otlp-sink.ts; under valgrind a second
  * is ≈ 50–100 × fewer requests than at full speed, so each variant is counted twice: with exports
  * once a second (OTEL_BSP_SCHEDULE_DELAY=1000, as production) and once every 10 minutes (none in
@@ -23,7 +25,7 @@
  *
  * Env: BENCH_NODE (the apps' Node, as `pnpm bench`), INSTR_N (4,000), INSTR_WARM (6,000),
  * INSTR_DELIVER_N (3,000), INSTR_DELIVER_WARM (4,000), INSTR_C (connections, 8), INSTR_ROUNDS (1),
- * INSTR_ONLY (comma-separated variant names), INSTR_PATHS (`check,cast,deliver`), INSTR_KEEP (a folder: the callgrind files kept there), INSTR_NODE_ARGS (more Node
+ * INSTR_ONLY (comma-separated variant names), INSTR_PATHS (`check,cast,deliver`), INSTR_KEEP (a folder: the callgrind files kept there, and each counted process's standard output as `<file>.stdout`, e.g. for `--trace-deopt`), INSTR_NODE_ARGS (more Node
  * flags, e.g. --perf-basic-prof to name JIT code), INSTR_VALGRIND_ARGS (e.g. `--cache-sim=yes --branch-sim=yes`),
  * INSTR_IDLE_S (after each counted window, count that many seconds of the process idle: its timers' own
  * instructions per second; each window's length is printed).
@@ -31,7 +33,16 @@
  */
 import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createSecretBox, migrate } from "@botdir/db";
@@ -208,6 +219,8 @@ async function main(): Promise<void> {
             outDir,
             `${which}-${round}-${variant.name.replace(/[^a-z0-9.]+/gi, "_")}.out`,
           );
+          // Kept with the callgrind files (INSTR_KEEP): the process's own output (e.g. --trace-deopt).
+          const stdout = process.env.INSTR_KEEP ? openSync(`${out}.stdout`, "w") : "ignore";
           const child = spawn(
             "valgrind",
             [
@@ -231,10 +244,14 @@ async function main(): Promise<void> {
                 INGEST_PORT: String(port),
                 DISPATCHER_PORT: String(port),
                 METRICS_PORT: String(metricsPort),
+                // One delivery at a time unless asked otherwise: each claimed and recorded alone, so
+                // the count does not follow how the queue's pace batched them (see the header).
+                DISPATCHER_CONCURRENCY: process.env.DISPATCHER_CONCURRENCY ?? "1",
               },
-              stdio: ["ignore", "ignore", "pipe"],
+              stdio: ["ignore", stdout, "pipe"],
             },
           );
+          if (typeof stdout === "number") closeSync(stdout);
           const exit = new Promise((resolve) => child.once("exit", resolve));
           const exited = () => child.exitCode !== null || child.signalCode !== null;
           let stderr = "";

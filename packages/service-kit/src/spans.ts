@@ -658,7 +658,7 @@ export class OtlpSpanExporter implements SpanSink {
   private sending: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private soon: NodeJS.Immediate | undefined;
-  /** The thread that sends the exports (SENDER_SOURCE), started at the first one. */
+  /** The thread that sends the exports (SENDER_SOURCE), started with the exporter (again at an export after it stopped). */
   private worker: Worker | undefined;
   /** MAKE_SENDER's sender on this thread (exportThread false), made at the first export. */
   private here: ReturnType<MakeSender> | undefined;
@@ -681,6 +681,9 @@ export class OtlpSpanExporter implements SpanSink {
     this.prefix = { resource: Buffer.from(resource.bytes()), scope: Buffer.from(scope.bytes()) };
     this.timer = setInterval(() => this.flush(), options.intervalMs ?? 1_000);
     this.timer.unref();
+    // The export thread starts with the exporter, not with its first export: Node's worker code
+    // and the thread's start are paid once as the app starts, not by the requests of that moment.
+    if (options.exportThread !== false) this.sender();
   }
 
   private get maxBytes(): number {
