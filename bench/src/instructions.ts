@@ -244,9 +244,11 @@ async function main(): Promise<void> {
                 INGEST_PORT: String(port),
                 DISPATCHER_PORT: String(port),
                 METRICS_PORT: String(metricsPort),
-                // One delivery at a time unless asked otherwise: each claimed and recorded alone, so
-                // the count does not follow how the queue's pace batched them (see the header).
-                DISPATCHER_CONCURRENCY: process.env.DISPATCHER_CONCURRENCY ?? "1",
+                // The dispatcher one delivery at a time unless asked otherwise: each claimed and
+                // recorded alone, so the count does not follow how the queue's pace batched them.
+                ...(which === "deliver"
+                  ? { DISPATCHER_CONCURRENCY: process.env.DISPATCHER_CONCURRENCY ?? "1" }
+                  : {}),
               },
               stdio: ["ignore", stdout, "pipe"],
             },

@@ -6,13 +6,11 @@
  * attempt's row and its log line carry that vote's trace id, never the batch's; a sampled item's
  * attempt is in its vote's trace, linked back to the batch.
  */
-import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { loggerOptions, startTelemetry } from "@botdir/service-kit";
 import { waitFor } from "@botdir/service-kit/testing";
-import { pino } from "pino";
-import { type DispatcherHarness, startDispatcherHarness } from "./support.js";
+import type { DispatcherHarness } from "./support.js";
+import { expectOwnTraceIds, handOffTracedBatch, startExporting, startLoggedHarness } from "./traced-batch.js";
 
 interface Received {
   traceId: string;
@@ -46,28 +44,16 @@ const otlp = createServer((req, res) => {
 });
 await new Promise<void>((resolve) => otlp.listen(0, "127.0.0.1", resolve));
 
-const telemetry = startTelemetry(
-  {
-    OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(otlp.address() as AddressInfo).port}`,
-    OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
-    OTEL_BSP_SCHEDULE_DELAY: 100,
-    OTEL_TRACES_SAMPLER: "parentbased_always_on",
-    OTEL_TRACES_SAMPLER_ARG: 1,
-    OTEL_SDK_DISABLED: false,
-    OTEL_SERVICE_NAME: "botdir-webhook-dispatcher",
-  },
-  // One export at a time from this thread: they arrive in the order the spans ended.
-  { exportThread: false },
+const telemetry = startExporting(
+  "parentbased_always_on",
+  `http://127.0.0.1:${(otlp.address() as AddressInfo).port}`,
+  { OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", OTEL_BSP_SCHEDULE_DELAY: 100 },
 );
 
-const lines: Record<string, unknown>[] = [];
-const logger = pino(loggerOptions("webhook-dispatcher", "info", { nodeEnv: "production", tty: false }), {
-  write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>),
-});
-
 let h: DispatcherHarness;
+let lines: Record<string, unknown>[];
 beforeAll(async () => {
-  h = await startDispatcherHarness({ workers: [{ concurrency: 4 }], logger });
+  ({ h, lines } = await startLoggedHarness());
 });
 afterAll(async () => {
   await h.close();
@@ -75,32 +61,13 @@ afterAll(async () => {
   await new Promise<void>((resolve) => otlp.close(() => resolve()));
 });
 
-const hex = (bytes: number) => randomBytes(bytes).toString("hex");
-
 describe("a vote.batch job's traces with spans exported", () => {
   it("when a recorded batch carries votes whose traces are not sampled, then each of their webhooks, attempts and log lines carries its vote's trace id and no span is recorded for them; a sampled vote's attempt is in its own trace, linked to the batch", async () => {
     const receiver = await h.receiver();
-    const arranged = await Promise.all(
-      Array.from({ length: 4 }, (_, i) => h.arrange(receiver.url(`/batch/${i}`))),
-    );
     // The site's contexts: the first three not sampled (flags 00), the last sampled.
-    const votes = arranged.map(({ delivery }, i) => {
-      const traceId = hex(16);
-      const spanId = hex(8);
-      return { delivery, traceId, spanId, traceparent: `00-${traceId}-${spanId}-${i < 3 ? "00" : "01"}` };
-    });
-    // Each delivery's row keeps its vote's context, as vote-ingest stores it (an attempt's trace id).
-    for (const v of votes) {
-      await h.db.prisma.delivery.update({
-        where: { id: v.delivery.id },
-        data: { traceparent: v.traceparent },
-      });
-    }
+    const votes = await handOffTracedBatch(h, receiver, "batch", [false, false, false, true]);
     const unsampled = votes.slice(0, 3);
     const sampled = votes[3]!;
-    await h.handOffBatch(
-      votes.map((v) => ({ id: v.delivery.id, botId: v.delivery.botId, traceparent: v.traceparent })),
-    );
 
     // The batch's span ends after its items: once it is received, so is every span they made.
     const batch = await waitFor(
@@ -118,17 +85,8 @@ describe("a vote.batch job's traces with spans exported", () => {
       "webhook-deliveries process",
     ]);
 
-    for (const [i, vote] of votes.entries()) {
-      expect((await h.row(vote.delivery.id)).state).toBe("delivered");
-      expect(receiver.forPath(`/batch/${i}`).map((r) => r.headers["x-webhook-trace"])).toEqual([
-        vote.traceId,
-      ]);
-      expect((await h.attempts(vote.delivery.id)).map((a) => a.traceId)).toEqual([vote.traceId]);
-      const delivered = lines.filter(
-        (l) => l.msg === "webhook delivered" && l.deliveryId === vote.delivery.id,
-      );
-      expect(delivered.map((l) => l.trace_id)).toEqual([vote.traceId]);
-    }
+    for (const vote of votes) expect((await h.row(vote.delivery.id)).state).toBe("delivered");
+    await expectOwnTraceIds(h, receiver, "batch", lines, votes);
     for (const vote of unsampled) expect(spans.filter((s) => s.traceId === vote.traceId)).toEqual([]);
 
     const item = spans.find((s) => s.traceId === sampled.traceId && s.name === "webhook.deliver");
