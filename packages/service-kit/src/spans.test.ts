@@ -1,7 +1,12 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { gunzipSync } from "node:zlib";
 import { SpanKind, SpanStatusCode, TraceFlags } from "@opentelemetry/api";
+import { build } from "esbuild";
 import protobuf from "protobufjs";
 import { newSpanId, newTraceId, OtlpSpanExporter, ProtoWriter, RecordedSpan, ratioSampler } from "./spans.js";
 import { waitFor } from "./testing.js";
@@ -236,6 +241,65 @@ describe("OtlpSpanExporter, http/protobuf", () => {
       expect(here.headers[header]).toBe(thread.headers[header]);
     }
     expect(Number(here.headers["content-length"])).toBe(here.body.length);
+  });
+
+  it("when an export goes to the export thread, then no ArrayBuffer of this thread is detached (V8's protector for every Buffer read stays intact)", async () => {
+    // A process of its own (bundled, so that no loader thread of its own detaches anything), so
+    // that V8 says which protectors it invalidates: detaching an ArrayBuffer (a transfer to the
+    // thread) would deoptimise every function that reads a Buffer or typed array.
+    const dir = mkdtempSync(path.join(tmpdir(), "botdir-export-"));
+    const entry = path.join(dir, "export.mjs");
+    await build({
+      stdin: {
+        contents: `
+          import { OtlpSpanExporter, RecordedSpan, newSpanId, newTraceId } from "./spans.ts";
+          const sink = new OtlpSpanExporter({
+            url: process.argv[2], protocol: "http/protobuf", gzip: false, headers: {},
+            resource: { "service.name": "botdir-test" }, scope: "botdir", intervalMs: 60_000,
+            onProblem: (p) => console.log("problem: " + p.detail),
+          });
+          for (let i = 0; i < 200; i++) {
+            new RecordedSpan(sink, { traceId: newTraceId(), spanId: newSpanId(), traceFlags: 1 }, undefined,
+              "span " + i, 0, { i }, undefined, undefined).end();
+          }
+          console.log("exporting");
+          await sink.flush();
+          await sink.shutdown();
+          console.log("exported " + sink.counts.exported);
+        `,
+        resolveDir: import.meta.dirname,
+        loader: "ts",
+      },
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      outfile: entry,
+      logLevel: "silent",
+    });
+    try {
+      const output = await new Promise<string>((resolve, reject) => {
+        const child = spawn(process.execPath, ["--trace-protector-invalidation", entry, url], {
+          stdio: ["ignore", "pipe", "pipe"],
+        });
+        let out = "";
+        const add = (c: Buffer) => {
+          out += c;
+        };
+        child.stdout.on("data", add);
+        child.stderr.on("data", add);
+        child.once("error", reject);
+        child.once("exit", () => resolve(out));
+      });
+      expect(output).toContain("exported 1");
+      expect(received).toHaveLength(1);
+      const request = OTLP.toObject(OTLP.decode(received[0]?.body as Buffer)) as {
+        resourceSpans: { scopeSpans: { spans: unknown[] }[] }[];
+      };
+      expect(request.resourceSpans[0]?.scopeSpans[0]?.spans).toHaveLength(200);
+      expect(output).not.toContain("Invalidating protector cell ArrayBufferDetaching");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("when nothing ended since the last export, then nothing is sent", async () => {

@@ -825,7 +825,6 @@ export class OtlpSpanExporter implements SpanSink {
     if (this.options.exportThread === false) return this.postHere(raw);
     const worker = this.sender();
     const id = this.nextExport++;
-    const body = new Uint8Array(raw); // the thread's own copy (raw may share a pooled buffer)
     return new Promise<void>((resolve, reject) => {
       this.answers.set(id, (error) => {
         if (error === undefined) {
@@ -834,7 +833,12 @@ export class OtlpSpanExporter implements SpanSink {
         } else reject(new Error(error));
       });
       worker.ref();
-      worker.postMessage({ id, body }, [body.buffer]);
+      // Copied to the thread (structured clone), never transferred: detaching an ArrayBuffer
+      // invalidates V8's ArrayBufferDetaching protector for the whole process, which deoptimises
+      // every function that reads a Buffer or typed array (Node's nextTick and timers, the
+      // PostgreSQL and Redis parsers: 94 functions in the dispatcher) and adds a detach check to
+      // each such read from then on (docs/performance.md).
+      worker.postMessage({ id, body: raw });
     });
   }
 
