@@ -825,6 +825,9 @@ export class OtlpSpanExporter implements SpanSink {
     if (this.options.exportThread === false) return this.postHere(raw);
     const worker = this.sender();
     const id = this.nextExport++;
+    // Exactly the body's bytes: a clone of a view takes its whole ArrayBuffer (raw may be a slice
+    // of Node's shared Buffer pool, with other data in it).
+    const body = new Uint8Array(raw);
     return new Promise<void>((resolve, reject) => {
       this.answers.set(id, (error) => {
         if (error === undefined) {
@@ -838,7 +841,7 @@ export class OtlpSpanExporter implements SpanSink {
       // every function that reads a Buffer or typed array (Node's nextTick and timers, the
       // PostgreSQL and Redis parsers: 94 functions in the dispatcher) and adds a detach check to
       // each such read from then on (docs/performance.md).
-      worker.postMessage({ id, body: raw });
+      worker.postMessage({ id, body });
     });
   }
 
